@@ -28,6 +28,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -414,25 +415,28 @@ def main():
           f"sample --run of such a run names the setting ({p.stderr.strip()[-200:]})")
 
     # Staging files a kill left (a lock's, LOCK.<host>.<pid>.tmp[.tmp], made while taking it; a log's
-    # rewrite, metrics.jsonl.tmp) are removed by the next run that holds the folder, where their
-    # process is gone; a live process's, and another host's, stay.
+    # rewrite, metrics.jsonl.tmp) are removed by the next run that holds the folder: a lock's once
+    # older than a taker ever keeps one (a minute: judged by age, as a pid says nothing in another
+    # container or host), whichever host wrote it; a fresh one stays.
     host = socket.gethostname()
-    dead_pid = 4194000  # above any pid this machine hands out (pid_max is at most 4194304)
-    left = {os.path.join(run_e, f"RUN_LOCK.{host}.{dead_pid}.tmp.tmp"): False,
-            os.path.join(run_e, f"RUN_LOCK.{host}.{dead_pid}.tmp"): False,
-            os.path.join(run_e, "checkpoints", f"LOCK.{host}.{dead_pid}.tmp.takeover"): False,
-            os.path.join(run_e, "metrics.jsonl.tmp"): False,
-            os.path.join(run_e, f"RUN_LOCK.{host}.{os.getpid()}.tmp"): True,
-            os.path.join(run_e, f"RUN_LOCK.other-host.{dead_pid}.tmp"): True}
+    old = time.time() - 120
+    left = {os.path.join(run_e, f"RUN_LOCK.{host}.4242.tmp.tmp"): (old, False),
+            os.path.join(run_e, f"RUN_LOCK.{host}.4242.tmp"): (old, False),
+            os.path.join(run_e, "RUN_LOCK.other-host.4242.tmp"): (old, False),
+            os.path.join(run_e, "checkpoints", f"LOCK.{host}.4242.tmp.takeover"): (old, False),
+            os.path.join(run_e, "metrics.jsonl.tmp"): (time.time(), False),
+            os.path.join(run_e, f"RUN_LOCK.{host}.4243.tmp"): (time.time(), True),
+            os.path.join(run_e, "RUN_LOCK.notes.txt"): (old, True)}
     os.makedirs(os.path.join(run_e, "checkpoints"), exist_ok=True)
-    for path in left:
+    for path, (mtime, _) in left.items():
         with open(path, "w") as f:
             f.write("{}")
+        os.utime(path, (mtime, mtime))
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_e, "--set", "train.max_steps=2", "--set",
                      "checkpoint.at_end=true"])
     stayed = {os.path.basename(path): os.path.exists(path) for path in left}
-    check(p.returncode == 0 and all(os.path.exists(path) == kept for path, kept in left.items()),
-          f"a killed run's staging files are removed, a live or another host's kept ({stayed})")
+    check(p.returncode == 0 and all(os.path.exists(path) == kept for path, (_, kept) in left.items()),
+          f"a killed run's staging files are removed, a fresh lock staging file and other files kept ({stayed})")
 
     # 4. Nothing known at the start fails a run after training (issue 19): a sample prompt outside
     # the data's vocabulary and a checkpoint folder that cannot be made stop it before step 1,
@@ -764,7 +768,10 @@ def main():
     for given, words in ((hf_out, f"a Hugging Face folder, not a run directory: --from {hf_out} reads"),
                          (ckpt_folder, f"a zerotrain checkpoint folder, not a run directory: --ckpt {ckpt_folder}"),
                          (os.path.join(ckpt_folder, "step_00000000"), "a zerotrain checkpoint, not a run directory"),
-                         (os.path.join(hf_out, "config.json"), "a file, not a run directory: --from")):
+                         (os.path.join(hf_out, "config.json"),
+                          f"a file, not a run directory (it is in the Hugging Face folder {hf_out}: --from {hf_out})"),
+                         (os.path.join(run_z, "config.json"),
+                          f"a file, not a run directory (it is in the run directory {run_z}: --run {run_z})")):
         for command in (["sample", "--tokens", "2"], ["eval", "--tokens", given]):
             w = run(binary, [command[0], "--run", given, *command[1:]])
             check(w.returncode == 2 and words in w.stderr and len(w.stderr.strip().splitlines()) == 1,

@@ -38,6 +38,10 @@ TEST(JsonSyntaxHint, SaysTheHabitJsonLacks) {
       {"{\"model\": 'gpt2'}", "not '...'"},
       {"{\"optim\": {\"lr\": NaN}}", "no NaN or Infinity"},
       {"{\"optim\": {\"lr\": -Infinity}}", "no NaN or Infinity"},
+      {"{\"optim\": {\"lr\": -inf}}", "no NaN or Infinity"},
+      {"{\"train\": {\"deterministic\": TRUE}}", "JSON writes true in lower case"},
+      {"{\"init\": {\"from\": NULL}}", "JSON writes null in lower case"},
+      {"{\"a\": \"x\ty\"}", "write a tab as \\t"},
       {"{\"train\": {\"deterministic\": True}}", "JSON writes true"},
       {"{\"init\": {\"from\": None}}", "null for None"},
       {"{\"a\": 1\n \"b\": 2}", "a comma missing"},
@@ -62,11 +66,16 @@ TEST(JsonSyntaxHint, SaysTheHabitJsonLacks) {
 }
 
 TEST(JsonSyntaxHint, NoHintWhereNoneIsKnown) {
-  // A division is no comment; a lone ',,' is not a trailing comma, nor a missing one.
-  for (const std::string text : {"{\"n_layer\": 4/2}", "{\"a\": 1,,}", "{\"a\": [,]}", "{,}"}) {
+  // A division is no comment; a lone ',,' is not a trailing comma, nor a missing one; a value
+  // missing, or a ':' in an array or after a value, is no key without its ':' (nlohmann's
+  // "unexpected ':'" holds the words "expected ':'").
+  for (const std::string text : {"{\"n_layer\": 4/2}", "{\"a\": 1,,}", "{\"a\": [,]}", "{,}", "{\"a\": \n \"b\": 1}",
+                                 "{\"a\": [\"b\": 1]}", "{\"a\": \"b\": \"c\"}"}) {
     const std::string hint = hint_for(text);
     EXPECT_EQ(hint.find("comment"), std::string::npos) << text << " gave: " << hint;
     EXPECT_EQ(hint.find("comma missing"), std::string::npos) << text << " gave: " << hint;
+    EXPECT_EQ(hint.find("needs a ':'"), std::string::npos) << text << " gave: " << hint;
+    EXPECT_EQ(hint.find("missing \""), std::string::npos) << text << " gave: " << hint;
   }
   // A very long bare word is quoted cut, not whole.
   const std::string long_word(500, 'w');

@@ -96,7 +96,8 @@ TEST(Vocab, LoadRefusesDamagedFilesNamingThem) {
     const char* fragment;
   };
   const Case cases[] = {
-      {"not_json", "{\"format\": \"zerotrain-vocab\", ", "not valid JSON"},
+      {"not_json", "{\"format\": \"zerotrain-vocab\", ", "not valid JSON at line 1, column 31 (the text ends"},
+      {"empty", " \n", "the file is empty (not JSON)"},  // it said an object was left open
       {"wrong_format", R"({"format": "gpt2", "version": 1, "kind": "char", "tokens": ["a"]})", "format"},
       {"wrong_version", R"({"format": "zerotrain-vocab", "version": 2, "kind": "char", "tokens": ["a"]})",
        "unsupported vocabulary version 2"},

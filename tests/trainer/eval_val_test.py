@@ -7,6 +7,7 @@ data.order draws them), end to end through the real binary:
     (--run), from a checkpoint of an earlier step (--ckpt) at that step's record, with data.order
     random (the default, whose windows `eval --tokens` cannot read) and sequential;
   * a 2-rank stage-3 bf16 run's, from its checkpoint, by 1 process and by 2 ranks under mpirun;
+  * a run with bf16 activations, in them (--dtype's default with --val), and in fp32 with a note;
   * a run without train.deterministic: within rounding of its record (its products split by the
     library, eval's in fixed blocks);
   * refused in one line: --val with --from (no run's data), and for a run whose data is gone,
@@ -91,6 +92,19 @@ def main():
         check(printed_loss(two) is not None and printed_loss(two) == printed_loss(one) and
               len(PRINTED.findall(two.stdout)) == 1,
               f"... and under mpirun -np 2 the same, printed once ({two.stdout.strip()}; {two.stderr.strip()[-200:]})")
+
+    # bf16 activations: --val computes in them unless --dtype says otherwise (then said in a note).
+    bf16 = os.path.join(work, "bf16_activations")
+    p = run([binary, "train", "--config", CONFIG, "--run-dir", bf16, *common, "--set", "train.deterministic=true",
+             "--set", "precision.activations=bf16"])
+    if check(p.returncode == 0, f"a deterministic run with bf16 activations ({p.stderr.strip()[-300:]})"):
+        e = run([binary, "eval", "--run", bf16, "--val"])
+        check(printed_loss(e) is not None and printed_loss(e) == logged(bf16, 4) and "note:" not in e.stderr,
+              f"bf16 activations: --val in the run's dtype is its logged val_loss bit for bit ({e.stdout.strip()} vs "
+              f"{logged(bf16, 4)}; {e.stderr.strip()[-200:]})")
+        f32 = run([binary, "eval", "--run", bf16, "--val", "--dtype", "f32"])
+        check(f32.returncode == 0 and "its activations were bf16" in f32.stderr,
+              f"... --dtype f32 scores in fp32 and says the run's were bf16 ({f32.stderr.strip()[-300:]})")
 
     # Without train.deterministic the run's products split as the library does, eval's in fixed
     # blocks: the same loss within rounding.

@@ -252,6 +252,14 @@ def main():
     check(three.returncode == 2 and len(lines) == 1 and "train.micro_batch = 3 (held as --set gives it)" in lines[0]
           and "train.micro_batch = 2 splits it: grad_accum 8" in lines[0],
           f"a held micro-batch that does not split is refused by name ({lines})")
+    # A held micro-batch whose batch is past any global batch (no global batch to split): the
+    # config's own refusal, not "does not split train.global_batch_tokens = 0".
+    huge = subprocess.run([binary, "plan", "--config", config, "--ranks", "16777216", "--device-memory", "1TB",
+                           "--profile", PROFILE, "--set", "model.block_size=65536", "--set", "train.seq_len=65536",
+                           "--set", "train.micro_batch=3"], capture_output=True, text=True, timeout=300)
+    lines = [line for line in huge.stderr.splitlines() if line.strip()]
+    check(huge.returncode == 2 and len(lines) == 1 and "past the 1099511627776" in lines[0] and
+          "global_batch_tokens = 0" not in lines[0], f"a held micro-batch past any global batch: said so ({lines})")
     # The config's own global batch (2 x 64 x 8 x 2 ranks = 2048), pinned for a held micro-batch, is
     # not named as a --set the user gave.
     three = plan("1TB", "--set", "train.micro_batch=3")

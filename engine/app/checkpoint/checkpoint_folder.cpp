@@ -280,8 +280,7 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
   if (!fs::is_directory(path)) {
     std::error_code ec;
     throw_input_error("{}: {}", path,
-                      fs::exists(path, ec) ? "not a directory: a checkpoint is a step_* directory, or a folder of them "
-                                             "(eval/sample --from read an llm.c model file)"
+                      fs::exists(path, ec) ? "not a directory: a checkpoint is a step_* directory, or a folder of them"
                                            : "no such checkpoint or checkpoint folder");
   }
   // A save's staging directory or one on its way out, which nothing reads (a resume from it would

@@ -160,28 +160,25 @@ std::string canonical_folder(const std::string& folder) {
   return ec ? folder : p.string();
 }
 
-// The staging files of the lock at `lock_path` that processes of this host left when killed while
-// making it (LOCK.<host>.<pid>.tmp, its own .tmp, its .takeover forms): removed once the caller
-// holds the lock, where that pid is no process now. Another host's are left: its pids say nothing
-// here.
-void remove_dead_takers_staging(const std::string& lock_path, const std::string& host) {
+// The staging files of the lock at `lock_path` that a taker killed while making it left
+// (LOCK.<host>.<pid>.tmp, its own .tmp, its .takeover forms), removed once the caller holds the
+// lock. By age, not by pid: a taker links its staging file within milliseconds, so one older than
+// kStaleSeconds is no live taker's, whichever host or container (a pid says nothing across pid
+// namespaces, nor across hosts sharing the folder).
+void remove_abandoned_staging(const std::string& lock_path) {
   const fs::path lock(lock_path);
-  const std::string prefix = lock.filename().string() + "." + host + ".";
+  const std::string prefix = lock.filename().string() + ".";
   std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
   for (const fs::directory_entry& e : fs::directory_iterator(lock.parent_path(), ec)) {
     const std::string name = e.path().filename().string();
     if (!name.starts_with(prefix)) continue;
-    std::string rest = name.substr(prefix.size());  // <pid>.tmp[.tmp | .takeover[.tmp]]
-    const std::size_t dot = rest.find('.');
-    if (dot == std::string::npos) continue;
-    const std::string suffix = rest.substr(dot);
-    if (suffix != ".tmp" && suffix != ".tmp.tmp" && suffix != ".tmp.takeover" && suffix != ".tmp.takeover.tmp") {
-      continue;
-    }
-    char* end = nullptr;
-    const long pid = std::strtol(rest.c_str(), &end, 10);
-    if (end != rest.c_str() + dot || pid <= 0 || pid == getpid()) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    const bool staging = name.ends_with(".tmp") || name.ends_with(".tmp.tmp") || name.ends_with(".tmp.takeover") ||
+                         name.ends_with(".tmp.takeover.tmp");
+    if (!staging || name == lock.filename().string() + ".takeover") continue;
+    std::error_code time_ec;
+    const auto written = fs::last_write_time(e.path(), time_ec);
+    if (time_ec || now - written < std::chrono::duration<double>(FolderLock::kStaleSeconds)) continue;
     std::error_code removed;
     fs::remove(e.path(), removed);
   }
@@ -277,7 +274,7 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   if (read_text(path_).find(token_) == std::string::npos) {
     throw_input_error("{} {}: could not take its lock (another run is taking it over)", what, folder);
   }
-  remove_dead_takers_staging(path_, host);
+  remove_abandoned_staging(path_);
   dir_ = folder;
   kind_ = kind;
   struct stat st {};

@@ -33,6 +33,12 @@ template <typename... Args>
 // (not a multiple of seq_len x ranks, or every split's accumulation past its largest).
 std::string batch_split_hint(const TrainConfig& t, int world_size, std::int64_t global) {
   const std::int64_t per_sequence = std::int64_t{t.seq_len} * world_size;
+  if (per_sequence > kMaxConfigGlobalBatchTokens) {  // one sequence a rank is past any global batch already
+    return fmt::format(
+        "; no micro-batch splits it on {} rank(s): one sequence a rank, train.seq_len x ranks = {}, is "
+        "past the {} train.global_batch_tokens takes",
+        world_size, per_sequence, kMaxConfigGlobalBatchTokens);
+  }
   if (global % per_sequence != 0) {
     return fmt::format("; no micro-batch splits it on {} rank(s): it must be a multiple of train.seq_len x ranks = {}",
                        world_size, per_sequence);
@@ -174,10 +180,14 @@ void read_train_section(ConfigReader r, RunConfig& c) {
   // The run's token count and sample indices (steps times a step's) are int64.
   if (static_cast<double>(t.max_steps) * static_cast<double>(t.global_batch_tokens) >
       static_cast<double>(kMaxRunTokens)) {
+    // Named by the keys that set the global batch: given, or derived from its terms.
+    const std::string sources =
+        t.global_batch_given
+            ? r.sources_of({"train.max_steps", "train.global_batch_tokens"})
+            : r.sources_of({"train.max_steps", "train.micro_batch", "train.seq_len", "train.grad_accum"});
     throw_input_error(
         "config error in {}: train.max_steps x train.global_batch_tokens = {} x {} tokens, past the {} a run counts",
-        r.sources_of({"train.max_steps", "train.global_batch_tokens", "train.micro_batch"}), t.max_steps,
-        t.global_batch_tokens, kMaxRunTokens);
+        sources, t.max_steps, t.global_batch_tokens, kMaxRunTokens);
   }
   t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));
   t.deterministic = r.get_bool("deterministic", t.deterministic);

@@ -11,6 +11,10 @@ namespace zt {
 
 nlohmann::json read_json_file(const std::string& path) {
   const std::string text = read_whole_input(path, "JSON file");
+  // Said so, as a config is (the parser's end of input read as an object left open).
+  if (text.find_first_not_of(" \t\r\n", text.starts_with("\xEF\xBB\xBF") ? 3 : 0) == std::string::npos) {
+    throw_input_error("{}: the file is empty (not JSON)", path);
+  }
   try {
     return nlohmann::json::parse(text, json_depth_limit(path));
   } catch (const nlohmann::json::parse_error& e) {  // where, and what was likely meant

@@ -127,6 +127,10 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& giv
     }
     return c;
   } catch (const BatchSplitError& e) {
+    if (held_mb && e.global_batch_tokens == 0) {  // no global batch to split: the batch is past any
+      throw_input_error("{} (train.micro_batch is held as --set gives it: leave it out for the search to set it)",
+                        e.what());
+    }
     if (held_mb) {
       // Said from the terms, not the config's refusal: that one names the pinned global batch as
       // a --set the user never gave.

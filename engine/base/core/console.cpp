@@ -11,8 +11,6 @@
 
 namespace zt {
 
-// fwrite reports a failed write by its count alone (and sets the stream's error flag, which the
-// command line reads at the end): nothing is thrown.
 namespace {
 
 std::string& first_stdout_failure() {
@@ -26,6 +24,8 @@ void keep_stdout_failure() {
 
 }  // namespace
 
+// fwrite reports a failed write by its count alone (and sets the stream's error flag, which the
+// command line reads at the end): nothing is thrown.
 void print_stdout(std::string_view text) {
   errno = 0;
   if (std::fwrite(text.data(), 1, text.size(), stdout) < text.size()) keep_stdout_failure();

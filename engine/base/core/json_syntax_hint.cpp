@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 
 namespace zt {
@@ -29,18 +28,22 @@ std::size_t token_start(std::string_view text, std::size_t at) {
   return start;
 }
 
-// The hint for a bare word where a value belongs (gpt2, NaN, True, None).
+// The hint for a bare word where a value belongs (gpt2; NaN, -inf; True, NULL, None), `word` as
+// the caller cut it at the first character no word holds. A literal in another case, or a number
+// JSON lacks, is not told to become a string, which a number or bool key would then refuse.
 std::string bare_word_hint(std::string_view word) {
-  constexpr std::array kNotNumbers = {"NaN", "nan", "Infinity", "inf", "Inf", "-Infinity"};
-  if (std::find(kNotNumbers.begin(), kNotNumbers.end(), word) != kNotNumbers.end()) {
+  std::string lower;
+  for (const char ch : word.starts_with('-') || word.starts_with('+') ? word.substr(1) : word) {
+    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  }
+  if (lower == "nan" || lower == "inf" || lower == "infinity") {
     return " (JSON has no NaN or Infinity: write a finite number)";
   }
-  if (word == "True" || word == "False" || word == "None") {
-    return fmt::format(" (JSON writes {}: lower case, and null for None)", word == "None"   ? "null"
-                                                                           : word == "True" ? "true"
-                                                                                            : "false");
+  if (lower == "true" || lower == "false" || lower == "null" || lower == "none") {
+    return fmt::format(" (JSON writes {} in lower case{})", lower == "none" ? "null" : lower,
+                       lower == "none" ? ", null for None" : "");
   }
-  // Cut at the first character no word holds; a long run of text is not quoted back whole.
+  // A long run of text is not quoted back whole.
   const std::string shown(word.substr(0, std::min<std::size_t>(word.size(), 40)));
   return fmt::format(" (a word without quotes: JSON strings take double quotes, \"{}\")", shown);
 }
@@ -50,9 +53,12 @@ std::string bare_word_hint(std::string_view word) {
 std::string json_syntax_hint(std::string_view text, std::size_t byte, std::string_view parser_message) {
   const auto says = [&](std::string_view words) { return parser_message.find(words) != std::string_view::npos; };
   if (says("unexpected end of input")) return " (the text ends before every { and [ is closed)";
-  if (says("missing closing quote") || says("must be escaped")) {
+  // A line break inside a string: its closing quote left out. Another control character (a tab)
+  // is only to be escaped.
+  if (says("missing closing quote") || says("control character U+000A") || says("control character U+000D")) {
     return " (a string not closed on its line: a missing \")";
   }
+  if (says("must be escaped")) return " (a control character inside a string: write a tab as \\t)";
   if (byte == 0 || byte > text.size()) return "";
   const std::size_t at = byte - 1;  // nlohmann's byte is one past where it stopped
   const char c = text[at];
@@ -67,10 +73,12 @@ std::string json_syntax_hint(std::string_view text, std::size_t byte, std::strin
       return " (JSON allows no comma after a last item: remove the one before it)";
     }
   }
-  if (says("expected end of input")) {
+  if (says("; expected end of input")) {
     return c == '}' || c == ']' ? " (one } or ] too many?)" : " (text after the JSON value's end)";
   }
-  if (says("expected ':'")) return " (a key needs a ':' before its value)";
+  // nlohmann says "unexpected X; expected Y": Y is what it wanted ("unexpected ':'" holds the
+  // words "expected ':'" too).
+  if (says("; expected ':'")) return " (a key needs a ':' before its value)";
   const std::size_t start = token_start(text, at);
   const char first = text[start];
   if (says("invalid literal") || says("invalid number")) {
@@ -98,7 +106,7 @@ std::string json_syntax_hint(std::string_view text, std::size_t byte, std::strin
         std::isdigit(static_cast<unsigned char>(text[digits + 1])) != 0) {
       return " (JSON numbers have no leading zero: 1, not 01)";
     }
-    if (says("expected '}'") || says("expected ']'")) return " (a comma missing before this item)";
+    if (says("; expected '}'") || says("; expected ']'")) return " (a comma missing before this item)";
   }
   return "";
 }

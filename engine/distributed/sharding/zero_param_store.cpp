@@ -68,7 +68,8 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
 // acquire, which a run that ends without another pass (stopped by a signal, no save asked) never
 // makes. Every rank issued them, in one order, so they complete: waited for here. Not while an
 // exception unwinds the run: a peer may never join, the job is failing, and the communicator's
-// teardown (MPI_Abort, ncclCommAbort) ends them.
+// teardown (MPI_Abort, ncclCommAbort) ends them. (Inside a catch block no exception is unwinding:
+// an owner that destroys a store there, after a peer failed, would wait up to the timeout.)
 ZeroParamStore::~ZeroParamStore() {
   if (std::uncaught_exceptions() > 0) return;
   try {

@@ -94,8 +94,9 @@ int eval_main(const std::vector<std::string>& args) {
       .value_flag("tokens", "FILE", "a token file, or a glob of shards (llm.c's or nanoGPT's format): the mean loss")
       .bool_flag("val",
                  "--run or --ckpt: the run's validation loss, as its evaluations make it: train.eval_batches batches "
-                 "of train.micro_batch windows of its validation data, drawn as its data.order draws them (its "
-                 "logged val_loss at those weights: bit for bit where it trained with train.deterministic)")
+                 "of train.micro_batch windows of its validation data, drawn as its data.order draws them, in its "
+                 "activation dtype unless --dtype says (its logged val_loss at those weights: bit for bit where it "
+                 "trained with train.deterministic on this device)")
       .value_flag(
           "seq-len", "T",
           "--tokens: tokens a window feeds the model (default: the run's train.seq_len with --run or --ckpt, the "
@@ -159,6 +160,9 @@ int eval_main(const std::vector<std::string>& args) {
     if (parser.has("val")) {
       run.emplace(saved_run_config(source.saved_config, fmt::format("{}'s config", source.path)));
       run_data.emplace(*run);  // its data keys as it read them: paths relative to where it started
+      // Its evaluations' activations (a bf16 run's val_loss is not an fp32 forward's), unless
+      // --dtype asks for others.
+      if (!parser.has("dtype")) source.activations = run->activation_dtype;
     }
     T = parser.get_int("seq-len", source.context, 1, source.spec.block_size());
     if (parser.has("tokens")) {
@@ -212,8 +216,8 @@ int eval_main(const std::vector<std::string>& args) {
           /*input_error=*/false);
     }
     if (root)
-      fmt::print("{}: {}/{} correct = {:.4f} (each completion's mean loss given its context, the lowest the answer)\n",
-                 choices->path(), score.correct, score.examples, score.accuracy());
+      print_out("{}: {}/{} correct = {:.4f} (each completion's mean loss given its context, the lowest the answer)\n",
+                choices->path(), score.correct, score.examples, score.accuracy());
   }
   if (corpus) {
     world->set_context("the scoring of --tokens");
@@ -233,8 +237,8 @@ int eval_main(const std::vector<std::string>& args) {
                          /*input_error=*/false);
     }
     if (root)
-      fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} window{} of {} tokens\n", parser.get("tokens"), loss,
-                 std::exp(loss), windows, windows == 1 ? "" : "s", T);
+      print_out("{}: loss {:.6f} (perplexity {:.3f}) over {} window{} of {} tokens\n", parser.get("tokens"), loss,
+                std::exp(loss), windows, windows == 1 ? "" : "s", T);
   }
   if (run_data) {
     world->set_context("the run's validation loss (--val)");
@@ -252,8 +256,23 @@ int eval_main(const std::vector<std::string>& args) {
           /*input_error=*/false);
     }
     // The float as the run's metrics.jsonl records it, shortest form: read back, the same bits.
+    // Where the run's forwards were not these (another device, dtype, or int8-decoded weights),
+    // the line says so.
+    const auto named = [](DType d) { return d == DType::kBF16 ? "bf16" : "fp32"; };  // as the config says
+    std::vector<std::string> unlike;
+    if (source.device != run->device) unlike.push_back(fmt::format("it trained on {}", device_name(run->device)));
+    if (source.activations != run->activation_dtype) {
+      unlike.push_back(fmt::format("its activations were {}", named(run->activation_dtype)));
+    }
+    if (run->zero.gather_wire == WireDType::kInt8 && run->zero.stage >= 1) {
+      unlike.push_back("it computed with int8-decoded weights (zero.gather_dtype), these are its exact ones");
+    }
+    if (root && !unlike.empty()) {
+      print_err("zerotrain eval: note: --val on {} with {} activations: {}; its logged val_loss differs slightly\n",
+                device_name(source.device), named(source.activations), fmt::join(unlike, "; "));
+    }
     if (root) {
-      fmt::print(
+      print_out(
           "validation (the run's evaluation: {} batch{} of {} window{} of {} tokens, data.order {}): val_loss {}\n",
           batches, batches == 1 ? "" : "es", B, B == 1 ? "" : "s", seq_len, run->data.order, *v.loss);
     }

@@ -83,9 +83,10 @@ RunConfig load_for_ranks(const std::string& path, std::vector<std::string>& over
   RunConfig c = load_run_config_past_batch_split(
       path, overrides, ranks,
       [](const BatchSplitError& e) {
-        return std::vector<std::string>{
-            "train.grad_accum=1",
-            fmt::format("train.global_batch_tokens={}", std::int64_t{e.micro_batch} * e.seq_len * e.world_size)};
+        // In double: the terms' int64 product can overflow (2^20 x 2^20 x 2^24); past the key's
+        // range it is refused by the retry, and the original error stands.
+        const double tokens = static_cast<double>(e.micro_batch) * e.seq_len * e.world_size;
+        return std::vector<std::string>{"train.grad_accum=1", fmt::format("train.global_batch_tokens={:.0f}", tokens)};
       },
       refused);
   if (!refused.empty()) {

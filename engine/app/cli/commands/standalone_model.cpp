@@ -100,6 +100,27 @@ RunConfig saved_run_config(nlohmann::json doc, const std::string& source) {
                           [](const RunConfig&) { return nlohmann::json::object(); });
 }
 
+namespace {
+
+// Which flag reads a file given where a folder belongs: one inside a run directory (its config.json,
+// final.safetensors) or a Hugging Face folder names the folder; a lone safetensors file, the
+// folder that should hold it; anything else may be an llm.c model file, which --from reads.
+std::string file_advice(const std::string& path) {
+  const std::string parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : ".";
+  switch (weights_at(parent)) {
+    case WeightsAt::kRunDirectory: return fmt::format(" (it is in the run directory {}: --run {})", parent, parent);
+    case WeightsAt::kHuggingFaceFolder:
+      return fmt::format(" (it is in the Hugging Face folder {}: --from {})", parent, parent);
+    default: break;
+  }
+  if (fs::path(path).extension() == ".safetensors") {
+    return " (a Hugging Face folder holds it beside its config.json: --from that folder)";
+  }
+  return fmt::format(" (--from {} reads an llm.c model file)", path);
+}
+
+}  // namespace
+
 WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command, const std::string& checkpoint) {
   if (static_cast<int>(parser.has("run")) + static_cast<int>(parser.has("ckpt")) +
           static_cast<int>(parser.has("from")) !=
@@ -126,6 +147,10 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     // A live run's folder: its keep_last may delete the newest checkpoint between its choice and the
     // reader's shared hold on it, which then keeps it until the model is loaded.
     const std::string folder = checkpoint.empty() ? parser.get("ckpt") : checkpoint;
+    if (weights_at(folder) == WeightsAt::kFile) {
+      throw_input_error("zerotrain {}: --ckpt {}: a file, not a checkpoint or checkpoint folder{}", command, folder,
+                        file_advice(folder));
+    }
     ckpt::read_while_folder_changes(
         folder,
         [&] {
@@ -216,11 +241,10 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
       throw_input_error("zerotrain {}: --run {}: {}, not a run directory: --ckpt {} reads it", command, s.path,
                         weights_at_name(at), s.path);
     case WeightsAt::kHuggingFaceFolder:
+      throw_input_error("zerotrain {}: --run {}: a Hugging Face folder, not a run directory: --from {} reads it",
+                        command, s.path, s.path);
     case WeightsAt::kFile:
-      throw_input_error(
-          "zerotrain {}: --run {}: {}, not a run directory: --from {} reads a Hugging Face folder or "
-          "an llm.c model file",
-          command, s.path, weights_at_name(at), s.path);
+      throw_input_error("zerotrain {}: --run {}: a file, not a run directory{}", command, s.path, file_advice(s.path));
     case WeightsAt::kRunDirectory:
     case WeightsAt::kNothingKnown: break;
   }

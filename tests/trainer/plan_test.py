@@ -230,6 +230,13 @@ def main():
                            timeout=120)
     check(brief.stdout.startswith(os.path.join(ROOT, "configs", "tiny_debug.json") + ": gpt2, 30080 parameters") and
           "N = 1 rank," in paper.stdout, f"counts as they are ({brief.stdout[:90]!r}; {paper.stdout[:140]!r})")
+    # --brief marks a stage the config refuses, as the note before it says (it marked nothing).
+    brief = subprocess.run([binary, "memory", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--ranks",
+                            "2", "--brief", "--set", "zero.gather_dtype=int8"], capture_output=True, text=True,
+                           timeout=120)
+    head = [line for line in brief.stdout.splitlines() if line.startswith("predicted bytes per rank")]
+    check(brief.returncode == 0 and "stage 0 (marked *)" in brief.stdout and head and "stage 0*" in head[0] and
+          "stage 1*" not in head[0], f"memory --brief marks a refused stage ({head})")
     # memory --json's notes wait for its JSON: a config refused after one gave two lines.
     p = subprocess.run([binary, "memory", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"), "--ranks", "5",
                         "--json", "--set", 'zero.cross_group_grad_dtype="bf16"'], capture_output=True, text=True,

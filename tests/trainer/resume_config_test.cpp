@@ -122,12 +122,34 @@ TEST(ResumeTrajectory, TheNumberFormatsAreTrajectoryKeys) {
   older["precision"].erase("activations");
   EXPECT_EQ(trajectory_changes(older, 1, 4, parse_run_config(bf16, "t.json")).size(), 1u);
   // int8 gathers: every rank computes with the decoded values (a resume switching them on changed
-  // the losses, unsaid); the gradient shard's and the cross-group reduction's formats alike.
-  nlohmann::json int8 = doc;
+  // the losses, unsaid); the gradient shard's and the cross-group reduction's formats alike, where
+  // they act (2 ranks at stage 3 with bf16 parameters).
+  nlohmann::json exact2 = doc;
+  exact2["precision"] = {{"param_dtype", "bf16"}};
+  exact2["zero"] = {{"stage", 3}};
+  const nlohmann::json saved2 = parse_run_config(exact2, "t.json", 2).to_json();
+  nlohmann::json int8 = exact2;
   int8["zero"] = {{"stage", 3}, {"gather_dtype", "int8"}, {"grad_shard_dtype", "fp32"}};
-  const std::vector<std::string> z = trajectory_changes(saved, 1, 4, parse_run_config(int8, "t.json"));
+  const std::vector<std::string> z = trajectory_changes(saved2, 2, 4, parse_run_config(int8, "t.json", 2));
   EXPECT_NE(std::find(z.begin(), z.end(), "zero.gather_dtype: \"param\" -> \"int8\""), z.end()) << z.size();
   EXPECT_NE(std::find(z.begin(), z.end(), "zero.grad_shard_dtype: \"working\" -> \"fp32\""), z.end());
+  // Where they act on nothing they change no bit, as the run's derived notes say: no change (a
+  // trial's resumes were refused for them). One rank on the solo path has no gather to quantize;
+  // fp32 gradient shards of fp32 parameters are their working dtype.
+  nlohmann::json moot = doc;
+  moot["zero"] = {{"stage", 3}, {"gather_dtype", "int8"}, {"grad_shard_dtype", "fp32"}};
+  EXPECT_TRUE(trajectory_changes(saved, 1, 4, parse_run_config(moot, "t.json")).empty());
+  // ... but a key that stops acting is a change: int8 gathers saved on 2 ranks, resumed on one
+  // rank's solo path, compute with exact weights.
+  const nlohmann::json saved_int8 = parse_run_config(int8, "t.json", 2).to_json();
+  nlohmann::json one = int8;
+  one["train"]["grad_accum"] = 2;  // the same global batch on 1 rank
+  const std::vector<std::string> stops = trajectory_changes(saved_int8, 2, 4, parse_run_config(one, "t.json"));
+  EXPECT_NE(std::find(stops.begin(), stops.end(),
+                      "zero.gather_dtype: \"int8\" -> \"param\" (set to \"int8\", which acts on nothing at this "
+                      "stage and rank count)"),
+            stops.end())
+      << (stops.empty() ? "" : stops[0]);
   nlohmann::json tf32 = doc;
   tf32["device"] = "cuda";  // and the device: the same formats, rounded otherwise
   tf32["precision"] = {{"matmul", "tf32"}};

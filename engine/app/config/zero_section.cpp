@@ -99,6 +99,18 @@ void note_keys_without_effect(RunConfig& c) {
 
 }  // namespace
 
+nlohmann::json acting_wire_formats(const RunConfig& c) {
+  const ZeroOptions& z = c.zero;
+  const StagePolicy policy = make_stage_policy(z, c.world_size, c.param_dtype);
+  const bool pends = policy.pends_unit(/*reduced_in_rounds=*/c.train.head_chunks > 1);
+  const bool gathers = z.stage >= 1 && !(c.world_size == 1 && z.solo_path);
+  const bool grad_shards = z.stage >= 2 && c.param_dtype != DType::kF32 && (!policy.solo || pends);
+  return {{"gather_dtype", gather_dtype_name(gathers ? z.gather_wire : WireDType::kExact)},
+          {"cross_group_grad_dtype",
+           cross_group_grad_dtype_name(z.hybrid(c.world_size) ? z.cross_group_grad_wire : WireDType::kExact)},
+          {"grad_shard_dtype", z.fp32_grad_shards && grad_shards ? "fp32" : "working"}};
+}
+
 void read_zero_section(ConfigReader r, RunConfig& c) {
   ZeroOptions& z = c.zero;
   z.stage = r.get_int("stage", z.stage, 0, 3);

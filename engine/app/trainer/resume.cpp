@@ -18,6 +18,7 @@
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/config/config_limits.h"
+#include "engine/app/config/zero_section.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_text.h"
 #include "engine/base/core/console.h"
@@ -205,6 +206,33 @@ std::vector<std::string> recorded_changes(const nlohmann::json& saved, const nlo
 
 namespace {
 
+// The zero section's wire keys that act differently now than in the saved run (acting_wire_formats),
+// each "zero.KEY: "before" -> "after"" with what it acts as where that differs from what is set. A
+// saved config this build no longer reads (an older build's rules) is compared as written.
+std::vector<std::string> wire_format_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
+  constexpr std::array<const char*, 3> kKeys = {"gather_dtype", "cross_group_grad_dtype", "grad_shard_dtype"};
+  nlohmann::json before;
+  try {
+    before = acting_wire_formats(parse_run_config(saved, "the checkpoint's config", saved_world_size, nullptr,
+                                                  [](const RunConfig&) { return nlohmann::json::object(); }));
+  } catch (const InputError&) {
+    std::vector<ConfigKey> keys;
+    for (const char* key : kKeys) keys.emplace_back("zero", key);
+    return recorded_changes(saved, now.to_json(), keys);
+  }
+  const nlohmann::json after = acting_wire_formats(now), set = now.to_json()["zero"];
+  std::vector<std::string> changes;
+  for (const char* key : kKeys) {
+    if (section_value(saved, "zero", key).is_null() || before[key] == after[key]) continue;  // not recorded: none
+    const std::string as_set = set.value(key, nlohmann::json()) == after[key]
+                                   ? ""
+                                   : fmt::format(" (set to {}, which acts on nothing at this stage and rank count)",
+                                                 set.value(key, nlohmann::json()).dump());
+    changes.push_back(fmt::format("zero.{}: {} -> {}{}", key, before[key].dump(), after[key].dump(), as_set));
+  }
+  return changes;
+}
+
 // How a resume on another rank count keeps the saved global batch of `sequences` a step: each rank's
 // share in micro-batches of at most the run's own (the sampler's windows of a step are the global
 // batch's alone, so the run continues as saved), or why no setting can.
@@ -281,14 +309,15 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
   // read it.
   const bool embedded = section_value(saved, "data", "dataset") == "embedded" && now.data.dataset == "embedded" &&
                         now.data.train_file.empty() && now.data.train_files.empty();
-  // The wire formats that round what every rank computes with are formats too: int8 gathers (each
-  // rank computes with the decoded values), a lossy cross-group reduction, and the gradient
-  // shard's (fp32 or the working dtype) accumulation.
-  std::vector<ConfigKey> recorded = {
-      {"precision", "param_dtype"}, {"precision", "activations"},       {"data", "order"},
-      {"zero", "gather_dtype"},     {"zero", "cross_group_grad_dtype"}, {"zero", "grad_shard_dtype"}};
+  std::vector<ConfigKey> recorded = {{"precision", "param_dtype"}, {"precision", "activations"}, {"data", "order"}};
   if (embedded) recorded.push_back({"data", "embedded_chars"});
   for (std::string& c : recorded_changes(saved, current, recorded)) changes.push_back(std::move(c));
+  // The wire formats that round what every rank computes with are formats too: int8 gathers (each
+  // rank computes with the decoded values), a lossy cross-group reduction, and the gradient
+  // shard's (fp32 or the working dtype) accumulation; each as it acts, on either side, where the
+  // saved config reads at its rank count (fp32 gradient shards of fp32 parameters, or int8 on one
+  // rank's solo path, change no bit, and were refused as changes; a key that stops acting is one).
+  for (std::string& c : wire_format_changes(saved, saved_world_size, now)) changes.push_back(std::move(c));
   // The samples of a step are a function of the global batch only (engine/app/data/batch_sampler.h).
   const nlohmann::json mb = section_value(saved, "train", "micro_batch"),
                        ga = section_value(saved, "train", "grad_accum");

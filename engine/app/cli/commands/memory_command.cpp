@@ -36,8 +36,10 @@ constexpr MemCategory kRows[] = {MemCategory::kParameters,      MemCategory::kGr
 
 // --brief: what each stage saves, at a glance. The model states (the four categories ZeRO shards)
 // apart from what every stage keeps whole (activations, communication buffers, workspace).
+// `refused`: per stage, why this config's rules refuse it ("" where they do not): marked *, as the
+// full table marks it (the note before it says so).
 void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const std::vector<StageMemory>& stages,
-                 const std::string& attention) {
+                 const std::string& attention, const std::vector<std::string>& refused) {
   const char* master = cfg.param_dtype == DType::kBF16 ? " with fp32 master weights" : "";
   const double params = static_cast<double>(table.total_numel());
   // Below 100,000 the count itself: "0.0 M" said nothing of a 30,080-parameter model.
@@ -51,7 +53,10 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
   // keeps the T x T probabilities), so it is named.
   fmt::print("attention: {}\n", attention);
   std::string head = fmt::format("{:<26}", "predicted bytes per rank");
-  for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>12}", fmt::format("stage {}", stage));
+  for (int stage = 0; stage < kStages; ++stage) {
+    head += fmt::format("{:>12}",
+                        fmt::format("stage {}{}", stage, refused[static_cast<std::size_t>(stage)].empty() ? "" : "*"));
+  }
   fmt::print("{}\n", head);
   auto row = [&](const char* name, auto text_of) {
     std::string line = fmt::format("{:<26}", name);
@@ -183,7 +188,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const ZeroOptions& z = cfg.zero;
 
   if (parser.has("brief")) {
-    brief_table(cfg, table, ranks, stages, attention);
+    brief_table(cfg, table, ranks, stages, attention, refused);
     return 0;
   }
   if (json) {

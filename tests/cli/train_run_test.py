@@ -377,6 +377,9 @@ def main():
     check(p.returncode == 1 and len(err_lines) == 1 and "step 5: non-finite" in err_lines[0] and
           "2 in a row, past train.max_skipped_steps = 1" in err_lines[0],
           f"a stop past train.max_skipped_steps says so ({err_lines})")
+    # ... and so does its record: step 4 was skipped, step 5 stopped the run (it said "skip").
+    actions = [(r["step"], r["action"]) for r in records(os.path.join(work, "c_skip")) if r["type"] == "nonfinite"]
+    check(actions == [(4, "skip"), (5, "stop")], f"the nonfinite records say what each step did ({actions})")
 
     run_d = os.path.join(work, "d")
     skip_run = ["train", "--config", config_path, "--set", "train.max_steps=8", "--set", "train.nonfinite=skip",

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iterator>
-#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -20,17 +19,16 @@
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/grad_clip.h"
 #include "engine/app/trainer/memory_check.h"
+#include "engine/app/trainer/nonfinite_steps.h"
 #include "engine/app/trainer/run_checkpoints.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/run_report.h"
 #include "engine/app/trainer/start_checks.h"
 #include "engine/app/trainer/step_vote.h"
 #include "engine/app/trainer/trainer_state.h"
-#include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/host_allocator.h"
 #include "engine/distributed/launch/signals.h"
-#include "kernels/ops.h"
 
 namespace zt {
 
@@ -52,16 +50,6 @@ void copy_tokenizer_files(const std::string& tokenizer, const std::string& run_d
   }
 }
 
-// Writes NaN into the first gradient element of the first transformer block: what an overflow in
-// backward would leave, so the real detection path runs.
-void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
-  const TensorView g = store.grad_shard(1).slice(0, 1);
-  float nan_f32 = std::numeric_limits<float>::quiet_NaN();
-  bf16 nan_bf16 = float_to_bf16(nan_f32);
-  void* value = g.dtype == DType::kF32 ? static_cast<void*>(&nan_f32) : static_cast<void*>(&nan_bf16);
-  ops::copy(ctx, g, TensorView{value, g.dtype, Device::kCPU, Shape{1}});
-}
-
 // The evaluation and sample due after `step`; false when a stop request ended one (the sample
 // then waits for the resume too).
 bool evaluate_and_sample(TrainerState& s, RunProgress& run, int step, bool eval_due, bool sample_due) {
@@ -81,40 +69,6 @@ bool evaluate_and_sample(TrainerState& s, RunProgress& run, int step, bool eval_
   }
   if (eval_due && !evaluate(s, step, run.summary, stop)) return false;
   return !sample_due || sample(s, step, run.summary, stop);
-}
-
-// A step whose loss or gradient norm is not finite (no weights were touched): logged, then skipped
-// when train.nonfinite = "skip" and fewer than train.max_skipped_steps came before it in a row.
-// Returns false when the run stops instead.
-bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const StepResult& r) {
-  const RunConfig& c = s.config;
-  const bool loss_finite = std::isfinite(r.loss);
-  const std::string what = fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step,
-                                       loss_finite ? "gradient" : "loss", r.loss, r.grad_norm);
-  // In place of the step's train record: its batch was used up and its rate in the schedule passed
-  // (so summing `tokens` counts the data read); what is not finite is null, as in a train record.
-  auto finite_or_null = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-  s.log({{"type", "nonfinite"},
-         {"step", step},
-         {"loss", loss_finite ? nlohmann::json(r.loss) : nlohmann::json()},
-         {"grad_norm", finite_or_null(r.grad_norm)},
-         {"lr", s.schedule.at(step - 1)},
-         {"tokens", c.train.global_batch_tokens},
-         {"action", c.train.nonfinite}});
-  if (c.train.nonfinite == "stop" || ++run.consecutive_skips > c.train.max_skipped_steps) {
-    // With "skip", why this one stops the run where the ones before were skipped.
-    const std::string stop = c.train.nonfinite == "stop"
-                                 ? what
-                                 : fmt::format("{}, {} in a row, past train.max_skipped_steps = {}", what,
-                                               run.consecutive_skips, c.train.max_skipped_steps);
-    // The run's one error line is the command's, on stderr (train_command.cpp), naming the step.
-    s.progress.message(fmt::format("{}; stopping (no optimizer step taken, weights not saved)", stop));
-    run.summary.nonfinite_stop = stop;
-    return false;
-  }
-  ++run.summary.skipped_steps;
-  s.progress.message(fmt::format("warning: {}; step skipped ({} in a row)", what, run.consecutive_skips));
-  return true;
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+// Steps whose loss or gradient norm is not finite (see the header).
+#include "engine/app/trainer/nonfinite_steps.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "engine/base/core/bf16.h"
+#include "kernels/ops.h"
+
+namespace zt {
+
+void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
+  const TensorView g = store.grad_shard(1).slice(0, 1);
+  float nan_f32 = std::numeric_limits<float>::quiet_NaN();
+  bf16 nan_bf16 = float_to_bf16(nan_f32);
+  void* value = g.dtype == DType::kF32 ? static_cast<void*>(&nan_f32) : static_cast<void*>(&nan_bf16);
+  ops::copy(ctx, g, TensorView{value, g.dtype, Device::kCPU, Shape{1}});
+}
+
+bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const StepResult& r) {
+  const RunConfig& c = s.config;
+  const bool loss_finite = std::isfinite(r.loss);
+  const std::string what = fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step,
+                                       loss_finite ? "gradient" : "loss", r.loss, r.grad_norm);
+  // In place of the step's train record: its batch was used up and its rate in the schedule passed
+  // (so summing `tokens` counts the data read); what is not finite is null, as in a train record.
+  auto finite_or_null = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  // Under "skip", one past train.max_skipped_steps in a row stops the run: its record says "stop".
+  const bool skipping = c.train.nonfinite == "skip";
+  if (skipping) ++run.consecutive_skips;
+  const bool stops = !skipping || run.consecutive_skips > c.train.max_skipped_steps;
+  s.log({{"type", "nonfinite"},
+         {"step", step},
+         {"loss", loss_finite ? nlohmann::json(r.loss) : nlohmann::json()},
+         {"grad_norm", finite_or_null(r.grad_norm)},
+         {"lr", s.schedule.at(step - 1)},
+         {"tokens", c.train.global_batch_tokens},
+         {"action", stops ? "stop" : "skip"}});
+  if (stops) {
+    // With "skip", why this one stops the run where the ones before were skipped.
+    const std::string stop = c.train.nonfinite == "stop"
+                                 ? what
+                                 : fmt::format("{}, {} in a row, past train.max_skipped_steps = {}", what,
+                                               run.consecutive_skips, c.train.max_skipped_steps);
+    // The run's one error line is the command's, on stderr (train_command.cpp), naming the step.
+    s.progress.message(fmt::format("{}; stopping (no optimizer step taken, weights not saved)", stop));
+    run.summary.nonfinite_stop = stop;
+    return false;
+  }
+  ++run.summary.skipped_steps;
+  s.progress.message(fmt::format("warning: {}; step skipped ({} in a row)", what, run.consecutive_skips));
+  return true;
+}
+
+}  // namespace zt

@@ -10,8 +10,9 @@ data.order draws them), end to end through the real binary:
   * a run with bf16 activations, in them (--dtype's default with --val), and in fp32 with a note;
   * a run without train.deterministic: within rounding of its record (its products split by the
     library, eval's in fixed blocks);
-  * refused in one line: --val with --from (no run's data), and for a run whose data is gone,
-    naming the data key.
+  * refused in one line: --val with --from (no run's data), for a run whose data is gone,
+    naming the data key, and from another directory than a run's relative data paths start in,
+    saying so.
 
 usage: eval_val_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 """
@@ -99,7 +100,7 @@ def main():
              "--set", "precision.activations=bf16"])
     if check(p.returncode == 0, f"a deterministic run with bf16 activations ({p.stderr.strip()[-300:]})"):
         e = run([binary, "eval", "--run", bf16, "--val"])
-        check(printed_loss(e) is not None and printed_loss(e) == logged(bf16, 4) and "note:" not in e.stderr,
+        check(printed_loss(e) is not None and printed_loss(e) == logged(bf16, 4) and "--val on" not in e.stderr,
               f"bf16 activations: --val in the run's dtype is its logged val_loss bit for bit ({e.stdout.strip()} vs "
               f"{logged(bf16, 4)}; {e.stderr.strip()[-200:]})")
         f32 = run([binary, "eval", "--run", bf16, "--val", "--dtype", "f32"])
@@ -136,6 +137,22 @@ def main():
         e = run([binary, "eval", "--run", moved, "--val"])
         check(e.returncode == 2 and len(e.stderr.strip().splitlines()) == 1 and "data.dataset" in e.stderr,
               f"--val of a run whose data is gone: one line naming data.dataset ({e.stderr.strip()})")
+    # A run's relative data paths are read from where it started: from elsewhere the refusal says so.
+    rel_data = os.path.join(work, "rel")
+    os.makedirs(rel_data)
+    p = subprocess.run([binary, "prepare", "--text", text, "--out", "data"], cwd=rel_data, capture_output=True,
+                       text=True, timeout=300)
+    p2 = subprocess.run([binary, "train", "--config", CONFIG, "--run-dir", "run", "--set", "data.dataset=data",
+                         "--set", "model.vocab_size=65", *common], cwd=rel_data, capture_output=True, text=True,
+                        timeout=300)
+    if check(p.returncode == 0 and p2.returncode == 0, f"a run on a relative data path ({p2.stderr.strip()[-300:]})"):
+        here = subprocess.run([binary, "eval", "--run", "run", "--val"], cwd=rel_data, capture_output=True, text=True,
+                              timeout=300)
+        elsewhere = run([binary, "eval", "--run", os.path.join(rel_data, "run"), "--val"])
+        check(printed_loss(here) is not None and elsewhere.returncode == 2 and
+              "relative to the directory it started in" in elsewhere.stderr,
+              f"relative data paths: --val from the run's start directory, and a refusal elsewhere that says why "
+              f"({here.stdout.strip()}; {elsewhere.stderr.strip()[-250:]})")
     return checks.finish()
 
 

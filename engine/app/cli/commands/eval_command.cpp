@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -159,7 +160,25 @@ int eval_main(const std::vector<std::string>& args) {
     }
     if (parser.has("val")) {
       run.emplace(saved_run_config(source.saved_config, fmt::format("{}'s config", source.path)));
-      run_data.emplace(*run);  // its data keys as it read them: paths relative to where it started
+      // Its data keys as it read them: paths relative to where it started, which a refusal from
+      // elsewhere says (its config.json keeps them as given).
+      try {
+        run_data.emplace(*run);
+      } catch (const InputError& e) {
+        const DataConfig& d = run->data;
+        std::vector<std::string> paths = {d.train_file, d.val_file, d.vocab_file, d.tokenizer_file, d.choice_file};
+        if (d.dataset != "embedded") paths.push_back(d.dataset);
+        paths.insert(paths.end(), d.train_files.begin(), d.train_files.end());
+        paths.insert(paths.end(), d.val_files.begin(), d.val_files.end());
+        const bool relative = std::any_of(paths.begin(), paths.end(), [](const std::string& p) {
+          return !p.empty() && std::filesystem::path(p).is_relative();
+        });
+        if (!relative) throw;
+        throw_input_error(
+            "{} (--val reads the run's data paths as it gave them, relative to the directory it "
+            "started in: run eval from there)",
+            e.what());
+      }
       // Its evaluations' activations (a bf16 run's val_loss is not an fp32 forward's), unless
       // --dtype asks for others.
       if (!parser.has("dtype")) source.activations = run->activation_dtype;

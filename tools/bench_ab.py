@@ -62,7 +62,7 @@ def run(binary, case, args, work):
 
 def parse_args():
     """The flags, every one checked before any run: bad input is one line, exit 2."""
-    ap = OneLineParser("bench_ab", description=__doc__.splitlines()[0])
+    ap = OneLineParser("bench_ab", description=__doc__.split("\n\n")[0])
     ap.add_argument("--a", required=True, help="the baseline zerotrain binary (required)")
     ap.add_argument("--b", default=os.path.join(ROOT, "build", "zerotrain"),
                     help="the changed zerotrain binary (default: %(default)s)")

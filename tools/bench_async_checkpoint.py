@@ -30,12 +30,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from result_paths import OneLineParser, check_out_dir, check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_dir, check_out_file, default_out, run_main, temporary_work  # noqa: E402
 
 GPT2_124M = {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024, "vocab_size": 50257}
 
@@ -97,7 +96,7 @@ def summarize(records):
 
 
 def main():
-    p = OneLineParser("bench_async_checkpoint", description=__doc__.splitlines()[0])
+    p = OneLineParser("bench_async_checkpoint", description=__doc__.split("\n\n")[0])
     p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
                    help="the zerotrain binary that trains and saves (default: %(default)s)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
@@ -122,7 +121,7 @@ def main():
     if a.device == "cuda":
         from bench_harness import device_facts
         device_facts()  # one line and exit 1 without a GPU, before any run
-    work = a.work or tempfile.mkdtemp(prefix="zt_async_bench_")
+    work = a.work or temporary_work("zt_async_bench_")
     os.makedirs(work, exist_ok=True)
     config = run_config(a.device, a.steps, a.every)
     path = os.path.join(work, "config.json")
@@ -175,9 +174,7 @@ def main():
     if "blocked_ratio_async_over_sync" in result:
         print(f"blocked per save, async / sync: {result['blocked_ratio_async_over_sync']:.3f} (goal <= 0.1)")
     print(f"wrote {out}")
-    if not a.work:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main("bench_async_checkpoint", main))

@@ -11,16 +11,14 @@ import datetime
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import sys  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
-from result_paths import OneLineParser, check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, default_out, run_main, temporary_work  # noqa: E402
 
 
 def per_rank(text, pattern):
@@ -28,7 +26,7 @@ def per_rank(text, pattern):
 
 
 def main():
-    p = OneLineParser("bench_checkpoint", description=__doc__.splitlines()[0])
+    p = OneLineParser("bench_checkpoint", description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"),
                    help="the build folder holding zerotrain and tests/zt_checkpoint_resume_driver (default: %(default)s)")
     p.add_argument("--config", default=os.path.join(ROOT, "configs", "gpt2_124m.json"),
@@ -51,7 +49,7 @@ def main():
     for binary in (driver, zerotrain):
         if not os.access(binary, os.X_OK):
             p.error(f"--build {a.build}: no {os.path.relpath(binary, a.build)} there (build every target first)")
-    work = tempfile.mkdtemp(prefix="zt_ckpt_bench_")
+    work = temporary_work("zt_ckpt_bench_")
     folder = os.path.join(work, "checkpoints")
 
     def run(np_, stage, start, stop):
@@ -101,8 +99,7 @@ def main():
         json.dump(result, f, indent=1)
         f.write("\n")
     print(json.dumps(result, indent=1))
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main("bench_checkpoint", main))

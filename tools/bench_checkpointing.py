@@ -58,7 +58,7 @@ def run(zerotrain, path, run_dir, policy):
 
 
 def main():
-    p = OneLineParser("bench_checkpointing", description=__doc__.splitlines()[0])
+    p = OneLineParser("bench_checkpointing", description=__doc__.split("\n\n")[0])
     p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
                    help="the zerotrain binary that trains (default: %(default)s)")
     p.add_argument("--steps", type=int, default=6,

@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 from repo_commit import head_commit, tree_dirty, version_commit  # noqa: E402
 from bench_cpu_model import model_flops_per_token, params_without_padding, set_llama_widths  # noqa: E402
-from result_paths import OneLineParser, check_out_file, check_program, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, check_program, default_out, run_main  # noqa: E402
 from bench_cpu_report import (TORCH_SIDES, cpu_competition, cpu_counters, machine_info, over_peak,  # noqa: E402
                               print_table, warnings)
 TARGET_SPEEDUP = 2.0
@@ -62,7 +62,7 @@ class ConfigRefused(Exception):
 
 
 def parse_args(argv):
-    p = OneLineParser("bench_cpu", description=__doc__.splitlines()[0])
+    p = OneLineParser("bench_cpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=20, help="training steps per side (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="leading steps left out of the median (default 5)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads for both sides and sgemm (default 2)")
@@ -356,4 +356,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("bench_cpu", main))

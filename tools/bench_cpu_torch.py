@@ -148,7 +148,7 @@ def run(spec):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spec", required=True,
                         help='JSON: {"model": {...}, "train": {...}, "optim": {...}, "steps", "threads", "foreach"}')
     spec = json.loads(parser.parse_args().spec)

@@ -422,7 +422,7 @@ def print_table(args, name, rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--llmc", default=os.path.join(ROOT, ".gpu_build", "train_gpt2cu"))
     ap.add_argument("--engines", nargs="+", default=DEFAULT_ENGINES)

@@ -83,7 +83,7 @@ def free_gpu_bytes():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--batch", type=int, default=None, help="micro-batch (default: the largest that fits)")
     ap.add_argument("--seq-len", type=int, default=2048)

@@ -133,7 +133,7 @@ def memory_lines(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=None, help="GPUs (ranks) to train on (default: every one visible)")
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--mpirun", default=os.environ.get("ZT_SESSION_MPIRUN") or " ".join(MPIRUN),

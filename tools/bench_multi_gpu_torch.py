@@ -90,7 +90,7 @@ class Trainer(bench_gpu_torch.Worker):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n-layer", type=int, default=12)
     ap.add_argument("--n-head", type=int, default=12)
     ap.add_argument("--n-embd", type=int, default=768)

@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from result_paths import OneLineParser, check_out_file, check_program, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, check_program, default_out, run_main  # noqa: E402
 
 CONFIG = {
     "model": {"n_layer": 4, "n_head": 4, "n_embd": 256, "block_size": 128, "vocab_size": 65},
@@ -66,7 +66,7 @@ def table(result):
 
 
 def main():
-    p = OneLineParser("bench_planner", description=__doc__.splitlines()[0])
+    p = OneLineParser("bench_planner", description=__doc__.split("\n\n")[0])
     p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
                    help="the zerotrain binary that profiles, plans and trains (default: %(default)s)")
     p.add_argument("--budget", default="600MB", help="device memory per rank the pick must fit (default: %(default)s)")
@@ -136,4 +136,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main("bench_planner", main))

@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from result_paths import OneLineParser, check_out_file, check_program, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, check_program, default_out, run_main  # noqa: E402
 
 VARIANTS = {
     "exact": [],
@@ -42,7 +42,7 @@ VARIANTS = {
 
 
 def main():
-    p = OneLineParser("bench_quantized_collectives", description=__doc__.splitlines()[0])
+    p = OneLineParser("bench_quantized_collectives", description=__doc__.split("\n\n")[0])
     p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
                    help="the zerotrain binary that prepares the data and trains (default: %(default)s)")
     p.add_argument("--text", default=os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"),
@@ -132,4 +132,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main("bench_quantized_collectives", main))

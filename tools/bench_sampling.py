@@ -21,13 +21,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from result_paths import OneLineParser, check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, default_out, run_main, temporary_work  # noqa: E402
 
 MODELS = {
     "GPT-2 124M": {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024,
@@ -76,7 +75,7 @@ def sample(zerotrain, run_dir, tokens, cached, device, dtype):
 
 
 def main():
-    p = OneLineParser("bench_sampling", description=__doc__.splitlines()[0])
+    p = OneLineParser("bench_sampling", description=__doc__.split("\n\n")[0])
     p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
                    help="the zerotrain binary that trains and samples (default: %(default)s)")
     p.add_argument("--tokens", type=int, nargs="+", default=[32, 128],
@@ -100,7 +99,7 @@ def main():
     if a.device == "cuda":  # the GPU benchmarks' own query: one line and an exit where there is none
         from bench_harness import device_facts
         gpu = "{} (driver {})".format(*device_facts())
-    work = tempfile.mkdtemp(prefix="zt_sampling_bench_")
+    work = temporary_work("zt_sampling_bench_")
     result = {"benchmark": f"zerotrain sample: key/value cache against the whole window per token, {a.device}",
               "commit": os.environ.get("ZT_COMMIT") or binary_commit(a.zerotrain) or head_commit() or "unknown", "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "rounds": a.rounds,
@@ -134,7 +133,6 @@ def main():
                          "same_text": texts["cached"] == texts["window"]})
         label = f"{name} (tiny: {model['n_layer']}x{model['n_embd']})" if a.tiny else name
         result["models"][label] = {"model": cfg["model"], "seq_len": seq_len, "rows": rows}
-    shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=2)
@@ -153,4 +151,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main("bench_sampling", main))

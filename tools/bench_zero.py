@@ -40,10 +40,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from result_paths import OneLineParser, check_out_dir, check_program, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_dir, check_program, default_out, run_main  # noqa: E402
 
 
-def param_count(binary, config):
+def resolved_model(binary, config):
+    """The config as zerotrain resolves it on one rank (memory --json): its parameter count and its
+    micro-batch and sequence length, defaults and derived values included."""
     try:
         p = subprocess.run([binary, "memory", "--config", config, "--ranks", "1", "--json"], capture_output=True,
                            text=True)
@@ -51,7 +53,7 @@ def param_count(binary, config):
         sys.exit(f"bench_zero: --zerotrain {binary}: {e.strerror}")
     if p.returncode != 0:
         sys.exit(f"bench_zero: {p.stderr.strip()}")
-    return json.loads(p.stdout)["params"]
+    return json.loads(p.stdout)
 
 
 def run(args, ranks, stage, overlap, work, extra=()):
@@ -105,13 +107,14 @@ def write_result(args, name, lines, doc):
         json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), **doc}, f, indent=1)
 
 
-def deterministic_cost(args, psi):
+def deterministic_cost(args, resolved):
     """What train.deterministic costs against the default reductions, and its bits across N."""
+    psi = resolved["params"]
     work = tempfile.mkdtemp(prefix="zt_zerobench_det_")
     atexit.register(shutil.rmtree, work, True)  # every run's final weights (GPT-2 124M: 0.5 GB a run)
-    with open(args.config) as f:
-        train = json.load(f).get("train", {})
-    tokens = 4 * train.get("micro_batch", 8) * train.get("seq_len", 64)  # 4 micro-batches a step
+    # 4 micro-batches a step, of the config's micro-batch and length as zerotrain resolves them (its
+    # defaults: micro_batch 4, seq_len the model's context; this tool's own guesses named another batch).
+    tokens = 4 * resolved["micro_batch"] * resolved["seq_len"]
     batch = (f"train.global_batch_tokens={tokens}",)
     results = {}
     for n, stages in ((1, (0, 3)), (2, (0, 1, 2, 3)), (4, (0, 3))):
@@ -173,9 +176,10 @@ def main():
     if not os.path.isfile(args.config):
         ap.error(f"--config {args.config}: no such file")
     check_out_dir("bench_zero", args.out_dir)
-    psi = param_count(args.zerotrain, args.config)
+    resolved = resolved_model(args.zerotrain, args.config)
+    psi = resolved["params"]
     if args.deterministic:
-        return deterministic_cost(args, psi)
+        return deterministic_cost(args, resolved)
     work = tempfile.mkdtemp(prefix="zt_zerobench_")
     atexit.register(shutil.rmtree, work, True)  # every run's final weights
     # Round by round, every configuration once a round (stage 0 to 3, synchronous then overlapped),
@@ -227,4 +231,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main("bench_zero", main))

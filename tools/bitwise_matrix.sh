@@ -7,8 +7,17 @@
 # metadata with the run directory left out and OUTDIR written as such; mem_*.json). Run it with the binary before and after
 # the change and compare the two folders: `diff -r` on those files must be empty.
 # usage: tools/bitwise_matrix.sh PATH/TO/zerotrain OUTDIR   (needs mpirun; ~1 minute on 2 cores)
+# OUTDIR is made afresh: a new folder, or an earlier matrix's (marked by its .bitwise_matrix file),
+# which is replaced; any other folder is refused, never emptied. Configs whose memory cannot be
+# predicted here (the fine-tune recipes name downloaded weights) are listed as skipped.
 set -u
-B=$(realpath "$1"); O=$2; rm -rf "$O"; mkdir -p "$O"; O=$(realpath "$O")
+if [ $# -ne 2 ]; then echo "usage: tools/bitwise_matrix.sh PATH/TO/zerotrain OUTDIR" >&2; exit 2; fi
+if [ ! -x "$1" ] || [ -d "$1" ]; then echo "bitwise_matrix: $1: not an executable zerotrain binary" >&2; exit 2; fi
+if [ -e "$2" ] && [ ! -f "$2/.bitwise_matrix" ] && [ -n "$(ls -A "$2" 2>/dev/null || echo file)" ]; then
+  echo "bitwise_matrix: $2 exists and is not an earlier matrix's output: give a new folder (nothing was removed)" >&2
+  exit 2
+fi
+B=$(realpath "$1"); O=$2; rm -rf "$O"; mkdir -p "$O"; O=$(realpath "$O"); touch "$O/.bitwise_matrix"
 M2="mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2"
 M3="mpirun --oversubscribe --allow-run-as-root --bind-to none -np 3"
 cd "$(dirname "$0")/.."
@@ -44,6 +53,21 @@ m=h.pop('__metadata__',{}); rc=json.loads(m.pop('run_config','{}')); rc.get('log
 print(hashlib.sha256(json.dumps(h,sort_keys=True).encode()+b[8+n:]).hexdigest()); print(json.dumps(m,sort_keys=True))
 print(json.dumps(rc,sort_keys=True).replace('$O/', 'OUTDIR/'))" > $O/$r.weights
 done
-for c in configs/*.json; do n=$(basename $c .json); for r in 1 4; do $B memory --config $c --json --ranks $r > $O/mem_${n}_r$r.json 2>&1; done; $B memory --config $c --json --ranks 2 --set train.head_chunks=2 --set train.block_units=2 > $O/mem_${n}_split.json 2>&1; done
+# memory --json of every shipped config on 1 and 4 ranks, and split (the head in 2 chunks where its
+# vocabulary has room for them, the blocks in 2 units); each must be JSON, or the config is listed
+# as skipped with the reason (a fine-tune recipe's train.init_from names downloaded weights).
+mem() { out=$1; shift; $B memory --json "$@" > "$out" 2> "$out.err" || return 1; }
+for c in configs/*.json; do
+  n=$(basename $c .json)
+  if ! mem $O/mem_${n}_r1.json --config $c --ranks 1; then
+    echo "$n: $(tail -1 $O/mem_${n}_r1.json.err)" >> $O/skipped; rm -f $O/mem_${n}_r1.json $O/mem_${n}_r1.json.err
+    continue
+  fi
+  mem $O/mem_${n}_r4.json --config $c --ranks 4 || echo "FAILED mem_${n}_r4" >> $O/failures
+  mem $O/mem_${n}_split.json --config $c --ranks 2 --set train.head_chunks=2 --set train.block_units=2 ||
+    mem $O/mem_${n}_split.json --config $c --ranks 2 --set train.block_units=2 || echo "FAILED mem_${n}_split" >> $O/failures
+  rm -f $O/mem_${n}_r1.json.err $O/mem_${n}_r4.json.err $O/mem_${n}_split.json.err
+done
+if [ -f $O/skipped ]; then echo "memory not predicted (skipped):"; sed 's/^/  /' $O/skipped; fi
 if [ -f $O/failures ]; then cat $O/failures; exit 1; fi
 echo "bitwise matrix written to $O"

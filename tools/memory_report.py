@@ -36,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from result_paths import OneLineParser, check_out_dir, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_dir, default_out, run_main  # noqa: E402
 import result_paths  # noqa: E402
 GENERATED = "generated"  # the JSON's key for how it was made; every other key is a run
 CATEGORIES = ["parameters", "gradients", "master_weights", "optimizer_states", "activations", "comm_buffers",
@@ -235,7 +235,7 @@ def chart(args, results, png_path):
 
 
 def main(argv=None):
-    ap = OneLineParser("memory_report", description=__doc__.split("\n")[0])
+    ap = OneLineParser("memory_report", description=__doc__.split("\n\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
                     help="the zerotrain binary that trains and measures (default: %(default)s)")
     ap.add_argument("--preset", choices=sorted(PRESETS), help="a named config, rank count and settings")
@@ -259,6 +259,8 @@ def main(argv=None):
     preset = PRESETS.get(args.preset, {})
     args.config = args.config or preset.get("config") or os.path.join(ROOT, "configs", "tiny.json")
     args.name = args.name or preset.get("name") or "memory_report"
+    if os.sep in args.name or args.name in ("", ".", ".."):  # its files go in --out-dir, checked below
+        refuse(f"--name {args.name!r}: a file name without a folder (NAME.md, .json and .png go in --out-dir)")
     args.sets = preset.get("sets", []) + args.sets
     try:
         given = args.ranks if args.ranks is not None else preset.get("ranks") or "1,2,4"
@@ -305,4 +307,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main("memory_report", main))

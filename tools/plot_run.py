@@ -189,7 +189,7 @@ def plot(run_dir, metrics, out, smoothing):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a run directory holding metrics.jsonl (and config.json)")
     parser.add_argument("--out", help="image to write, in its suffix's format (default RUN_DIR/loss.png)")
     parser.add_argument("--smoothing", type=float, default=0.9,

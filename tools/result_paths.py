@@ -4,7 +4,10 @@ its command names them; and a check, before minutes of runs, that the place can 
 bad path fails in one line (exit 2) instead of a traceback after the work. Other bad input (a
 missing binary, a flag out of range) follows the same convention: refuse, check_program, OneLineParser."""
 import argparse
+import atexit
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -15,6 +18,33 @@ RESULTS_DIR = os.path.join(ROOT, "runs", "results")
 def default_out(name):
     """runs/results/NAME."""
     return os.path.join(RESULTS_DIR, name)
+
+
+def temporary_work(prefix):
+    """A temporary work folder removed at any exit, an error's or Ctrl-C's too (it holds the runs'
+    weights and checkpoints: gigabytes of GPT-2 124M were left in /tmp by an interrupted benchmark)."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, work, True)
+    return work
+
+
+def run_main(tool, main):
+    """main()'s exit status, for sys.exit: Ctrl-C ends it with one line and 130 (its result files are
+    written at the end, so none is half-written), not a traceback; a zerotrain command it runs that
+    fails ends it with that command's own last line (its reason), not a CalledProcessError's."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{tool}: stopped by SIGINT (no result written)\n")
+        return 130
+    except subprocess.CalledProcessError as e:
+        text = e.stderr or e.output or ""
+        lines = [line.strip() for line in (text if isinstance(text, str) else "").splitlines()]
+        # zerotrain's own error line where there is one (mpirun's banner may follow it), else the last.
+        errors = [line for line in lines if "error:" in line] or [line for line in lines if line.strip("- ")]
+        sys.stderr.write(f"{tool}: {' '.join(map(str, e.cmd[:2]))} ... failed (exit {e.returncode})"
+                         f"{': ' + errors[0] if errors else ''}\n")
+        return 1
 
 
 def refuse(tool, message):

@@ -275,7 +275,7 @@ def print_table(result):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", nargs="+", choices=["zerotrain", "torch"], default=["zerotrain", "torch"])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the PyTorch engine")

@@ -81,7 +81,7 @@ def hyperparameters(model, opt, spec):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", required=True, help="the resolved run config as JSON (model, train, optim sections)")
     ap.add_argument("--data", required=True, help="directory with train.bin and val.bin")
     ap.add_argument("--checkpoint", required=True, help="state file: continued from when present, written on a stop")

@@ -24,6 +24,11 @@ place they cannot write before their runs, in one line:
     a small model's runs with a synchronous save before the end give its table and JSON (the
     synchronous saves carry no staging time, whose mean was a TypeError after both runs).
 
+  * Ctrl-C in a tool ends it with one line and exit 130, its temporary work folder removed
+    (run_main, temporary_work); a zerotrain command that fails, with that command's error line;
+    memory_report.py's --name with a folder is refused before the runs; bitwise_matrix.sh refuses
+    an OUTDIR that is not an earlier matrix's, and a wrong binary, before removing anything.
+
 usage: result_paths_test.py PATH/TO/zerotrain
 """
 import glob
@@ -211,6 +216,44 @@ def main():
     check_planner_table(check)
     check_zero_ratios_by_round(check)
     check_checkpointing_cleans_up(check, checks.work_folder("zt_ckpt_policy_cleanup_"))
+    # Ctrl-C in a tool: one line, exit 130, its temporary work folder removed (a 3.3 GB one stayed in
+    # /tmp with a traceback); a zerotrain command that fails: its own error line, not a
+    # CalledProcessError's traceback; memory_report's --name is a plain file name, refused up front.
+    probe = (
+        "import os, subprocess, sys; sys.path.insert(0, sys.argv[1]); import result_paths as r\n"
+        "work = r.temporary_work('zt_probe_'); print(work, flush=True)\n"
+        "def interrupted(): raise KeyboardInterrupt\n"
+        "def failed(): subprocess.run(['sh', '-c', 'echo zerotrain: error: the reason >&2; echo ---- >&2; exit 2'],"
+        " check=True, capture_output=True, text=True)\n"
+        "sys.exit(r.run_main('probe', interrupted if sys.argv[2] == 'int' else failed))\n")
+    for kind, code, said in (("int", 130, "probe: stopped by SIGINT (no result written)"),
+                             ("fail", 1, "probe: sh -c ... failed (exit 2): zerotrain: error: the reason")):
+        p = subprocess.run([sys.executable, "-c", probe, os.path.join(ROOT, "tools"), kind], capture_output=True,
+                           text=True, timeout=60)
+        left = p.stdout.strip()
+        check(p.returncode == code and p.stderr.strip() == said and left and not os.path.exists(left),
+              f"run_main, {kind}: exit {code}, one line, the work folder removed ({p.returncode}, {p.stderr!r}, "
+              f"{left} {'left' if left and os.path.exists(left) else 'gone'})")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "memory_report.py"), "--zerotrain", zerotrain,
+                        "--name", "a/b", "--out-dir", os.path.join(work, "named")], capture_output=True, text=True,
+                       timeout=60)
+    check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--name 'a/b'" in p.stderr,
+          f"memory_report --name with a folder: refused before the runs ({p.stderr.strip()})")
+    # bitwise_matrix.sh removes only an earlier matrix's folder: a folder of anything else, or a wrong
+    # binary, is refused in one line before anything is touched (its first line was rm -rf OUTDIR).
+    precious = os.path.join(work, "precious")
+    os.makedirs(precious)
+    with open(os.path.join(precious, "notes.txt"), "w") as f:
+        f.write("mine\n")
+    matrix = os.path.join(ROOT, "tools", "bitwise_matrix.sh")
+    for args, words in (([zerotrain, precious], "is not an earlier matrix's output"),
+                        ([os.path.join(work, "no_binary"), precious], "not an executable zerotrain binary"),
+                        ([], "usage: tools/bitwise_matrix.sh")):
+        p = subprocess.run(["bash", matrix, *args], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and words in p.stderr and
+              os.path.exists(os.path.join(precious, "notes.txt")),
+              f"bitwise_matrix.sh {' '.join(os.path.basename(a) for a in args)}: refused, the folder kept "
+              f"({p.stderr.strip()})")
     return checks.finish()
 
 

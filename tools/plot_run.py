@@ -10,12 +10,14 @@ backend (no display needed). A missing, empty or malformed metrics file is a one
 the file (and line), exit 2.
 Usage: plot_run.py RUN_DIR [--out PNG|PDF|SVG|JPG] [--smoothing 0.9]
 """
-import argparse
 import json
 import math
 import sys
 from collections import namedtuple
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_paths import OneLineParser  # noqa: E402
 
 # train = [(step, loss, lr or None)] and evals = [(step, val_loss)], each by step; reference = the
 # dotted line, (nats, legend label) or None; trained_no_steps: the summary says the run took no step.
@@ -189,7 +191,7 @@ def plot(run_dir, metrics, out, smoothing):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser("plot_run", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a run directory holding metrics.jsonl (and config.json)")
     parser.add_argument("--out", help="image to write, in its suffix's format (default RUN_DIR/loss.png)")
     parser.add_argument("--smoothing", type=float, default=0.9,

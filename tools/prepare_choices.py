@@ -22,7 +22,6 @@ an earlier choice file, is refused (a typo loses nothing). Needs the `tokenizers
 usage: prepare_choices.py --tokenizer tokenizer.json --out hellaswag_val.bin [--context-key ctx]
                           [--endings-key endings] [--label-key label] INPUT.jsonl
 """
-import argparse
 import functools
 import json
 import os
@@ -31,6 +30,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tokenizer_outputs  # noqa: E402
+from result_paths import OneLineParser  # noqa: E402
 from tokenizer_outputs import (Interrupted, StopSignals, characters_left_out, end_by_signal,  # noqa: E402
                                fail_on_write_error)
 
@@ -150,7 +150,7 @@ def main():
 
 
 def run():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser("prepare_choices", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json (required)")
     parser.add_argument("--out", required=True,
                         help="the eval file to write, e.g. hellaswag_val.bin; replaces an earlier one (required)")

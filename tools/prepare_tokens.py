@@ -31,7 +31,6 @@ usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--s
                          [--jsonl-key text] [--eot TOKEN] [--no-progress] INPUT [INPUT ...]
   INPUT: .txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)
 """
-import argparse
 import contextlib
 import functools
 import json
@@ -42,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tokenizer_outputs  # noqa: E402
+from result_paths import OneLineParser  # noqa: E402
 from tokenizer_outputs import (Interrupted, Staging, StopSignals, characters_left_out, copy_synced,  # noqa: E402
                                end_by_signal, fail_on_write_error, lock_folder, synced_file)
 from shard_folder import (LONGEST_STAGING_SUFFIX, check_name_globs, check_tokenizer_of_out,  # noqa: E402
@@ -54,13 +54,6 @@ fail = functools.partial(tokenizer_outputs.fail, TOOL)
 # The first the tokenizer has: Llama 3's tokenizer has both <|begin_of_text|> and <|end_of_text|>.
 EOT_CANDIDATES = ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>"]
 SHARD_TOKENS = 100_000_000  # --shard-tokens' default: llm.c's fineweb shards
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse's usage errors in fail's one line (it printed the usage above them)."""
-
-    def error(self, message):
-        fail(f"{message} (see --help)")
 
 
 def documents(paths, key):
@@ -132,7 +125,7 @@ def main(argv=None):
 
 
 def run(argv, signals):
-    ap = OneLineParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser("prepare_tokens", description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json (required)")
     ap.add_argument("--out", required=True,
                     help="the folder the shards and the tokenizer's files go into, made if missing (required)")

@@ -11,13 +11,15 @@
 # which is replaced; any other folder is refused, never emptied. Configs whose memory cannot be
 # predicted here (the fine-tune recipes name downloaded weights) are listed as skipped.
 set -u
-if [ $# -ne 2 ]; then echo "usage: tools/bitwise_matrix.sh PATH/TO/zerotrain OUTDIR" >&2; exit 2; fi
+if [ $# -ne 2 ] || [ -z "$2" ]; then echo "usage: tools/bitwise_matrix.sh PATH/TO/zerotrain OUTDIR" >&2; exit 2; fi
 if [ ! -x "$1" ] || [ -d "$1" ]; then echo "bitwise_matrix: $1: not an executable zerotrain binary" >&2; exit 2; fi
 if [ -e "$2" ] && [ ! -f "$2/.bitwise_matrix" ] && [ -n "$(ls -A "$2" 2>/dev/null || echo file)" ]; then
   echo "bitwise_matrix: $2 exists and is not an earlier matrix's output: give a new folder (nothing was removed)" >&2
   exit 2
 fi
-B=$(realpath "$1"); O=$2; rm -rf "$O"; mkdir -p "$O"; O=$(realpath "$O"); touch "$O/.bitwise_matrix"
+B=$(realpath "$1"); O=$2; rm -rf "$O"
+mkdir -p "$O" && O=$(realpath "$O") && [ -n "$O" ] || { echo "bitwise_matrix: cannot make $2" >&2; exit 2; }
+touch "$O/.bitwise_matrix"
 M2="mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2"
 M3="mpirun --oversubscribe --allow-run-as-root --bind-to none -np 3"
 cd "$(dirname "$0")/.."

@@ -39,10 +39,16 @@ def run_main(tool, main):
         return 130
     except subprocess.CalledProcessError as e:
         text = e.stderr or e.output or ""
-        lines = [line.strip() for line in (text if isinstance(text, str) else "").splitlines()]
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        lines = [line.strip() for line in text.splitlines()]
         # zerotrain's own error line where there is one (mpirun's banner may follow it), else the last.
         errors = [line for line in lines if "error:" in line] or [line for line in lines if line.strip("- ")]
-        sys.stderr.write(f"{tool}: {' '.join(map(str, e.cmd[:2]))} ... failed (exit {e.returncode})"
+        # The program run, past a launcher's flags (mpirun --oversubscribe ... zerotrain train).
+        cmd = [str(a) for a in (e.cmd if isinstance(e.cmd, (list, tuple)) else [e.cmd])]
+        program = next((i for i, a in enumerate(cmd) if os.path.basename(a) == "zerotrain" or
+                        os.path.basename(a).startswith("zt_")), 0)
+        sys.stderr.write(f"{tool}: {' '.join(cmd[program:program + 2])} ... failed (exit {e.returncode})"
                          f"{': ' + errors[0] if errors else ''}\n")
         return 1
 

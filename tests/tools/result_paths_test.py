@@ -248,7 +248,8 @@ def main():
     matrix = os.path.join(ROOT, "tools", "bitwise_matrix.sh")
     for args, words in (([zerotrain, precious], "is not an earlier matrix's output"),
                         ([os.path.join(work, "no_binary"), precious], "not an executable zerotrain binary"),
-                        ([], "usage: tools/bitwise_matrix.sh")):
+                        ([], "usage: tools/bitwise_matrix.sh"),
+                        ([zerotrain, ""], "usage: tools/bitwise_matrix.sh")):
         p = subprocess.run(["bash", matrix, *args], capture_output=True, text=True, timeout=60)
         check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and words in p.stderr and
               os.path.exists(os.path.join(precious, "notes.txt")),

@@ -146,14 +146,33 @@ TEST(ResumeTrajectory, TheNumberFormatsAreTrajectoryKeys) {
   one["train"]["grad_accum"] = 2;  // the same global batch on 1 rank
   const std::vector<std::string> stops = trajectory_changes(saved_int8, 2, 4, parse_run_config(one, "t.json"));
   EXPECT_NE(std::find(stops.begin(), stops.end(),
-                      "zero.gather_dtype: \"int8\" -> \"param\" (set to \"int8\", which acts on nothing at this "
-                      "stage and rank count)"),
+                      "zero.gather_dtype: \"int8\" -> \"param\" (set to \"int8\", which acts on nothing in this "
+                      "run: see its derived values)"),
             stops.end())
       << (stops.empty() ? "" : stops[0]);
   nlohmann::json tf32 = doc;
   tf32["device"] = "cuda";  // and the device: the same formats, rounded otherwise
   tf32["precision"] = {{"matmul", "tf32"}};
   EXPECT_TRUE(trajectory_changes(saved, 1, 4, parse_run_config(tf32, "t.json")).empty());
+}
+
+// A deterministic run's bits are the same at any rank count but where int8 gathers act or hybrid
+// sharding groups the ranks (their blocks and hops follow the shards): a resume on another rank
+// count says so (a review's resume from 1 rank to 2 with int8 gathers lost its bits unsaid).
+TEST(ResumeTrajectory, DeterministicBitsOnAnotherRankCountAreSaidWhereInt8GathersAct) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"max_steps", 8}, {"deterministic", true}, {"micro_batch", 2}, {"global_batch_tokens", 128}};
+  doc["zero"] = {{"stage", 2}, {"gather_dtype", "int8"}, {"solo_path", false}};
+  const nlohmann::json saved = parse_run_config(doc, "t.json").to_json();
+  const std::vector<std::string> int8 = deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json", 2));
+  ASSERT_EQ(int8.size(), 1u);
+  EXPECT_NE(int8[0].find("ranks: 1 -> 2 (int8 gathers"), std::string::npos) << int8[0];
+  nlohmann::json exact = doc;
+  exact["zero"] = {{"stage", 2}};
+  const nlohmann::json saved_exact = parse_run_config(exact, "t.json").to_json();
+  EXPECT_TRUE(deterministic_bit_changes(saved_exact, 1, parse_run_config(exact, "t.json", 2)).empty())
+      << "exact gathers: the same bits at any rank count";
+  EXPECT_TRUE(deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json")).empty()) << "the same rank count";
 }
 
 // Another multiple-choice file (or one added, or dropped) is an evaluation change: said, its

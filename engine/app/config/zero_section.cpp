@@ -101,10 +101,9 @@ void note_keys_without_effect(RunConfig& c) {
 
 nlohmann::json acting_wire_formats(const RunConfig& c) {
   const ZeroOptions& z = c.zero;
-  const StagePolicy policy = make_stage_policy(z, c.world_size, c.param_dtype);
-  const bool pends = policy.pends_unit(/*reduced_in_rounds=*/c.train.head_chunks > 1);
   const bool gathers = z.stage >= 1 && !(c.world_size == 1 && z.solo_path);
-  const bool grad_shards = z.stage >= 2 && c.param_dtype != DType::kF32 && (!policy.solo || pends);
+  // (On one rank's solo path too: bf16 gradients pend in an fp32 buffer where the shard is fp32.)
+  const bool grad_shards = z.stage >= 2 && c.param_dtype != DType::kF32;
   return {{"gather_dtype", gather_dtype_name(gathers ? z.gather_wire : WireDType::kExact)},
           {"cross_group_grad_dtype",
            cross_group_grad_dtype_name(z.hybrid(c.world_size) ? z.cross_group_grad_wire : WireDType::kExact)},

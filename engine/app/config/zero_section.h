@@ -21,8 +21,8 @@ std::string zero_choices_changed(const ZeroOptions& zero);
 
 // The number formats of the wire keys (gather_dtype, cross_group_grad_dtype, grad_shard_dtype) as
 // they act on this run: where one acts on nothing (int8 gathers on one rank's solo path, fp32
-// gradient shards of fp32 parameters, below stage 2 or where nothing pends on the solo path, a
-// cross-group format without two groups) its exact default, as the run's derived notes say. What a
+// gradient shards of fp32 parameters or below stage 2, a cross-group format without two groups)
+// its exact default, as the run's derived notes say. What a
 // resume compares: a change that changes no bit is none, one that stops a key acting is one.
 nlohmann::json acting_wire_formats(const RunConfig& c);
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -206,28 +207,39 @@ std::vector<std::string> recorded_changes(const nlohmann::json& saved, const nlo
 
 namespace {
 
+// The saved config as this build reads it at the saved rank count; nullopt where it reads no more
+// (an older build's rules). Its train.init_from, where gone, is no matter: its model keys are in it.
+std::optional<RunConfig> saved_as_read(const nlohmann::json& saved, int saved_world_size) {
+  try {
+    return parse_run_config(saved, "the checkpoint's config", saved_world_size, nullptr,
+                            [](const RunConfig&) { return nlohmann::json::object(); });
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
+
 // The zero section's wire keys that act differently now than in the saved run (acting_wire_formats),
 // each "zero.KEY: "before" -> "after"" with what it acts as where that differs from what is set. A
 // saved config this build no longer reads (an older build's rules) is compared as written.
 std::vector<std::string> wire_format_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
   constexpr std::array<const char*, 3> kKeys = {"gather_dtype", "cross_group_grad_dtype", "grad_shard_dtype"};
-  nlohmann::json before;
-  try {
-    before = acting_wire_formats(parse_run_config(saved, "the checkpoint's config", saved_world_size, nullptr,
-                                                  [](const RunConfig&) { return nlohmann::json::object(); }));
-  } catch (const InputError&) {
+  const std::optional<RunConfig> saved_run = saved_as_read(saved, saved_world_size);
+  if (!saved_run) {
     std::vector<ConfigKey> keys;
     for (const char* key : kKeys) keys.emplace_back("zero", key);
     return recorded_changes(saved, now.to_json(), keys);
   }
-  const nlohmann::json after = acting_wire_formats(now), set = now.to_json()["zero"];
+  const nlohmann::json before = acting_wire_formats(*saved_run), after = acting_wire_formats(now),
+                       set = now.to_json()["zero"];
   std::vector<std::string> changes;
   for (const char* key : kKeys) {
     if (section_value(saved, "zero", key).is_null() || before[key] == after[key]) continue;  // not recorded: none
     const std::string as_set = set.value(key, nlohmann::json()) == after[key]
                                    ? ""
-                                   : fmt::format(" (set to {}, which acts on nothing at this stage and rank count)",
-                                                 set.value(key, nlohmann::json()).dump());
+                                   : fmt::format(
+                                         " (set to {}, which acts on nothing in this run: see its derived "
+                                         "values)",
+                                         set.value(key, nlohmann::json()).dump());
     changes.push_back(fmt::format("zero.{}: {} -> {}{}", key, before[key].dump(), after[key].dump(), as_set));
   }
   return changes;
@@ -366,9 +378,25 @@ std::string choice_file_change(const nlohmann::json& saved, const RunConfig& now
                      shown(before), shown(now.data.choice_file));
 }
 
-std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, const RunConfig& now) {
+std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, int saved_world_size,
+                                                   const RunConfig& now) {
   if (!now.train.deterministic && section_value(saved, "train", "deterministic") != nlohmann::json(true)) return {};
-  return changed_keys(saved, now.to_json(), kDeterministicBitKeys);
+  std::vector<std::string> changes = changed_keys(saved, now.to_json(), kDeterministicBitKeys);
+  // The fold gives the same bits at any rank count, but int8 gathers' blocks and hybrid sharding's
+  // two hops follow the shards: on another rank count (either side acting) not bit for bit.
+  if (saved_world_size != now.world_size) {
+    const std::optional<RunConfig> before = saved_as_read(saved, saved_world_size);
+    const auto sharded_bits = [](const RunConfig& c) {
+      return acting_wire_formats(c)["gather_dtype"] == "int8" || c.zero.hybrid(c.world_size);
+    };
+    if ((before && sharded_bits(*before)) || sharded_bits(now)) {
+      changes.push_back(
+          fmt::format("ranks: {} -> {} (int8 gathers' blocks or hybrid sharding's groups follow the "
+                      "shards)",
+                      saved_world_size, now.world_size));
+    }
+  }
+  return changes;
 }
 
 }  // namespace zt

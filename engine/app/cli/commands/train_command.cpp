@@ -85,8 +85,9 @@ std::string deterministic_promise(const RunConfig& c) {
   if (acting["gather_dtype"] == "param") z.gather_wire = WireDType::kExact;
   if (acting["cross_group_grad_dtype"] == "fp32") z.cross_group_grad_wire = WireDType::kExact;
   if (acting["grad_shard_dtype"] == "working") z.fp32_grad_shards = false;
-  // Hybrid sharding's two hops (and int8 gathers' blocks, which follow the shards) agree at one N.
-  const char* where = z.fold_in_global_order && z.gather_wire == WireDType::kExact ? "" : " on this rank count";
+  // Hybrid sharding's two hops (and int8 gathers' blocks, which follow the shards) agree at one N:
+  // int8 set but idle here acts on more ranks, so the rank count is named for it too.
+  const char* where = z.fold_in_global_order && c.zero.gather_wire == WireDType::kExact ? "" : " on this rank count";
   // Rounded on the wire or in the shard where only some stages round: those stages agree.
   if (z.cross_group_grad_wire == WireDType::kInt8) {
     return fmt::format(
@@ -103,9 +104,12 @@ std::string deterministic_promise(const RunConfig& c) {
     return fmt::format(", deterministic reductions: the same bits at stages 1-3{} (int8 gathers follow the shards)",
                        where);
   }
-  return z.fold_in_global_order ? ", deterministic: the same bits at any rank count"
-                                : ", deterministic reductions: the same bits at every stage on this rank count "
-                                  "(hybrid sharding)";
+  if (!z.fold_in_global_order) {
+    return ", deterministic reductions: the same bits at every stage on this rank count (hybrid sharding)";
+  }
+  return *where == '\0' ? ", deterministic: the same bits at any rank count"
+                        : ", deterministic: the same bits at every stage on this rank count (int8 gathers, idle on "
+                          "one rank's solo path, act on more ranks, their blocks following the shards)";
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ struct ModelConfig {
   // Those of family_keys the family derived from other keys (Llama's n_kv_head from n_head, its
   // SwiGLU width from n_embd): a run's config.json names them in "derived", so that given again
   // with another n_head or n_embd it derives them again rather than keeping the first model's.
-  std::vector<std::string> derived_family_keys;
+  std::vector<std::string> derived_family_keys = {};
 
   // The vocabulary every family computes with: padded to a multiple of 64 for aligned products.
   int padded_vocab_size() const { return (vocab_size + 63) / 64 * 64; }

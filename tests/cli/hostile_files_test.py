@@ -18,6 +18,7 @@ usage: hostile_files_test.py PATH/TO/zerotrain
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -139,6 +140,22 @@ def main():
         p = run(binary, "plan", "--config", os.path.join(ROOT, "configs", "tiny.json"), "--ranks", "2",
                 "--device-memory", "1GB", "--profile", profile)
         check(refused(p, "--profile", profile), f"plan --profile of {name}: refused in one line ({p.lines})")
+    # Outputs whose name a FIFO (or a device) holds are refused, not replaced: the llm.c export's
+    # rename over --out /dev/null, as root, left a regular file where the device was; so did a run's
+    # final.safetensors over one in its run directory.
+    fifo = os.path.join(work, "fifo")
+    os.mkfifo(fifo)
+    ckpts = os.path.join(work, "with_ckpt")
+    p0 = run(binary, "train", "--config", config, "--run-dir", ckpts, "--set", "checkpoint.at_end=true")
+    p = run(binary, "ckpt", "export", os.path.join(ckpts, "checkpoints"), "--format", "llmc", "--out", fifo)
+    check(p0.returncode == 0 and refused(p, "--out", "is a FIFO, not a regular file") and
+          stat.S_ISFIFO(os.stat(fifo).st_mode), f"ckpt export --format llmc --out a FIFO: refused, kept ({p.lines})")
+    os.remove(os.path.join(ckpts, "final.safetensors"))
+    os.mkfifo(os.path.join(ckpts, "final.safetensors"))
+    p = run(binary, "train", "--config", config, "--run-dir", ckpts)
+    check(refused(p, "final.safetensors: is a FIFO, not a regular file") and
+          stat.S_ISFIFO(os.stat(os.path.join(ckpts, "final.safetensors")).st_mode),
+          f"a FIFO named final.safetensors in the run directory: refused before the run, kept ({p.lines})")
     return checks.finish()
 
 

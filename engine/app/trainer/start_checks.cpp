@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "engine/app/data/token_file.h"
+#include "engine/app/io/input_file.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
@@ -76,6 +77,14 @@ void check_run_directory(const std::string& run_dir) {
           "run's tokenizer.json and files would land among the corpus's; give the run another directory (--run-dir, "
           "or log.run_dir: by default runs/<config name>)",
           run_dir, p.filename().string());
+    }
+  }
+  // The run's own files where something else stands under their names (a device, a FIFO, a folder):
+  // refused, not replaced (a rename over a character device named final.safetensors took its entry).
+  for (const char* name : {"final.safetensors", "config.json", "metrics.jsonl"}) {
+    const fs::path p = fs::path(run_dir) / name;
+    if (fs::exists(fs::symlink_status(p, ec)) && !fs::is_symlink(fs::symlink_status(p, ec))) {
+      require_regular_file(p.string(), fmt::format("run directory {}:", run_dir));
     }
   }
   if (!fs::exists(config, ec)) return;

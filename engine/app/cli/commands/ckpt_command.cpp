@@ -91,7 +91,11 @@ void refuse_out_over_inputs(const std::string& out, const std::string& step_dir,
         out, in_folder ? " folder" : "", (in_folder ? folder : step).string(),
         (folder.parent_path() / (format == "hf" ? "hf" : "model.bin")).string());
   }
-  if (format != "llmc" || !std::filesystem::is_regular_file(out)) return;
+  if (format != "llmc") return;
+  // A device, FIFO or socket named: refused, not replaced (the rename over it took /dev/null's
+  // entry, as root, and left a regular file there).
+  check_output_path(out, "zerotrain ckpt export: --out");
+  if (!std::filesystem::is_regular_file(out)) return;
   std::int32_t magic = 0;
   std::ifstream in(out, std::ios::binary);
   in.read(reinterpret_cast<char*>(&magic), sizeof(magic));

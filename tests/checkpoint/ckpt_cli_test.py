@@ -227,6 +227,31 @@ def main():
     checks.check(r.returncode == 0 and "step 2 " in r.stdout and "falling back" in r.stderr,
                  f"inspect FOLDER whose newest manifest.json is a directory falls back to step 2 "
                  f"(rc {r.returncode}: {r.stderr.strip()})")
+    # A manifest nested 100,000 deep (a fuzzer's): refused by its depth, and the folder falls back
+    # (every command that read it died of a segmentation fault); one whose field was edited by hand
+    # is refused as edited, by its seal, before the field's type is read ('type must be boolean').
+    deep = os.path.join(work, "deep_manifest")
+    shutil.copytree(two, deep)
+    deep_path = os.path.join(deep, "step_00000003", "manifest.json")
+    with open(deep_path) as f:
+        text = f.read()
+    with open(deep_path, "w") as f:
+        f.write('{"deep": ' + "[" * 100000 + "]" * 100000 + "," + text.lstrip()[1:])
+    r = ckpt("inspect", deep)
+    checks.check(r.returncode == 0 and "step 2 " in r.stdout and "JSON nested deeper than 64 levels" in r.stderr,
+                 f"a manifest nested 100,000 deep: refused by its depth, the folder falls back (rc {r.returncode}: "
+                 f"{r.stderr.strip()[-300:]})")
+    edited = os.path.join(work, "edited_manifest")
+    shutil.copytree(two, edited)
+    edited_path = os.path.join(edited, "step_00000003", "manifest.json")
+    with open(edited_path) as f:
+        text = f.read()
+    with open(edited_path, "w") as f:
+        f.write(text.replace('"decays": true', '"decays": "yes"', 1))
+    r = ckpt("verify", os.path.join(edited, "step_00000003"))
+    lines = r.stderr.strip().splitlines()
+    checks.check(r.returncode == 2 and len(lines) == 1 and "manifest checksum mismatch" in lines[0],
+                 f"a field edited by hand: refused as an edit, by the seal ({lines})")
     # A FIFO as `latest`: read as unreadable, not waited on for a writer (verify and inspect hung).
     fifo_latest = os.path.join(work, "fifo_latest")
     shutil.copytree(folder, fifo_latest)

@@ -9,6 +9,7 @@
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_text.h"
 #include "engine/distributed/sharding/shard_layout.h"
 
 namespace zt::ckpt {
@@ -142,14 +143,19 @@ std::string Manifest::to_text() const {
 }
 
 Manifest Manifest::from_text(const std::string& text, const std::string& source) {
+  // Within a depth no manifest has: nlohmann::json prints and frees a value by recursing once a
+  // level, and a manifest nested 100000 deep (a fuzzer's) crashed every command that read it.
+  nlohmann::json plain;
   nlohmann::ordered_json doc;  // in the written key order, which the seal covers
   try {
+    plain = nlohmann::json::parse(text, json_depth_limit(source));
     doc = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw_input_error("{}: malformed JSON: {}", source, e.what());
   }
-  // What it is and which version first (from_json): another version may seal its manifest otherwise.
-  Manifest m = from_json(nlohmann::json::parse(text), source);
+  // What it is and which version first: another version may seal its manifest otherwise. Then the
+  // seal, before any field is read: a hand edit is said as one, not as the field it broke.
+  checked_format_version(plain, source);
   if (!doc.contains("manifest_crc32") || !doc["manifest_crc32"].is_number_unsigned()) {
     throw_input_error("{}: no manifest_crc32 (written before manifests were sealed, or edited)", source);
   }
@@ -163,6 +169,7 @@ Manifest Manifest::from_text(const std::string& text, const std::string& source)
         "damaged",
         source, recorded, actual);
   }
+  Manifest m = from_json(plain, source);
   m.sealed_crc32 = recorded;
   return m;
 }

@@ -97,9 +97,13 @@ struct Manifest {
   // Parses and validates (format, version, table, every file's segments against the N-way split);
   // throws InputError naming `source` and the fault.
   static Manifest from_json(const nlohmann::json& doc, const std::string& source);
-  // Parses manifest.json's text as from_json does, then checks its manifest_crc32; InputErrors
-  // name `source`.
+  // Parses manifest.json's text (within a depth no manifest has), checks its format and version,
+  // then its manifest_crc32, then validates it as from_json does: a hand edit is refused as one
+  // before any field of it is read. InputErrors name `source`.
   static Manifest from_text(const std::string& text, const std::string& source);
+  // `doc`'s format_version, where it is a zerotrain manifest of a version this build reads;
+  // InputError naming `source` otherwise.
+  static int checked_format_version(const nlohmann::json& doc, const std::string& source);
 
   // The ranks that trained it, as a resume counts them (extra.data_parallel_ranks: hybrid
   // sharding's group 0 saves, so world_size is the group's size); world_size without the key.

@@ -150,20 +150,26 @@ void check_config_and_extra_types(const nlohmann::json& config, const nlohmann::
 
 }  // namespace
 
-Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& source) {
+int Manifest::checked_format_version(const nlohmann::json& doc, const std::string& source) {
   // Not value(): a "format" of another type (null) threw the library's own error, naming nothing.
   if (!doc.is_object() || !doc.contains("format") || doc["format"] != kFormatName) {
     throw_input_error("{}: not a zerotrain checkpoint manifest (no \"format\": \"{}\")", source, kFormatName);
   }
+  if (!doc.contains("format_version")) throw_input_error("{}: no format_version", source);
+  const int version = manifest_integer<int>(doc["format_version"], "format_version", source);
+  if (version < kFormatVersion || version > kNewestFormatVersion) {
+    throw_input_error(
+        "{}: checkpoint format version {} is not supported (this build reads versions {}-{}; a newer version "
+        "was written by a newer zerotrain: read it with that one)",
+        source, version, kFormatVersion, kNewestFormatVersion);
+  }
+  return version;
+}
+
+Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& source) {
   Manifest m;
+  m.format_version = checked_format_version(doc, source);
   try {
-    m.format_version = manifest_integer<int>(doc.at("format_version"), "format_version", source);
-    if (m.format_version < kFormatVersion || m.format_version > kNewestFormatVersion) {
-      throw_input_error(
-          "{}: checkpoint format version {} is not supported (this build reads versions {}-{}; a newer version "
-          "was written by a newer zerotrain: read it with that one)",
-          source, m.format_version, kFormatVersion, kNewestFormatVersion);
-    }
     m.position.step = manifest_integer<std::int64_t>(doc.at("step"), "step", source);
     m.position.tokens_seen = manifest_integer<std::int64_t>(doc.at("tokens_seen"), "tokens_seen", source);
     m.position.next_sample_index =

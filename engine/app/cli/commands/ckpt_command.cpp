@@ -16,6 +16,7 @@
 #include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
+#include "engine/app/io/input_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/output_file.h"
 #include "engine/app/trainer/checkpoint_vocabulary.h"
@@ -94,7 +95,7 @@ void refuse_out_over_inputs(const std::string& out, const std::string& step_dir,
   if (format != "llmc") return;
   // A device, FIFO or socket named: refused, not replaced (the rename over it took /dev/null's
   // entry, as root, and left a regular file there).
-  check_output_path(out, "zerotrain ckpt export: --out");
+  require_regular_file(out, "zerotrain ckpt export: --out");  // where it exists (new folders are made)
   if (!std::filesystem::is_regular_file(out)) return;
   std::int32_t magic = 0;
   std::ifstream in(out, std::ios::binary);

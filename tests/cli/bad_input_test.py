@@ -275,6 +275,16 @@ def main():
           f"\n    stderr: {refused.stderr.strip()[-200:]} {forced.stderr.strip()[-200:]}")
     if not ok:
         failures.append("memory check override")
+    # debug-state checks the same memory before it allocates (it grew towards the OOM killer).
+    dbg_out = os.path.join(work, "dbg_small.safetensors")
+    dbg = subprocess.run([binary, "debug-state", "--config", config_file("small.json", GOOD), "--out", dbg_out],
+                         capture_output=True, text=True, timeout=120, env=small)
+    ok = (dbg.returncode == 2 and len(dbg.stderr.strip().splitlines()) == 1 and
+          "ZT_TEST_AVAILABLE_BYTES offers: 1000 B" in dbg.stderr and not os.path.exists(dbg_out))
+    print(f"{'debug-state: machine too small':<32} exit={dbg.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {dbg.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("debug-state memory check")
     # At stage 3 with every activation recomputed, neither is offered as a way out (it advised
     # "raise zero.stage" at stage 3, and blamed a --set zero.stage=3 for the memory).
     at_most = subprocess.run(tiny_args + ["--set", "zero.stage=3", "--set", "train.activation_checkpointing=all"],

@@ -17,6 +17,7 @@
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/output_file.h"
 #include "engine/app/io/safetensors.h"
+#include "engine/app/trainer/memory_check.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/philox.h"
@@ -110,6 +111,12 @@ int debug_state_main(const std::vector<std::string>& args) {
   const int steps = parser.get_int("steps", 0, 0, 100000);
   check_output_path(parser.get("out"), "zerotrain debug-state: --out");  // before the work
   refuse_to_replace_other_files(parser.get("out"));
+  // A training step's memory at one rank, stage 0 (what it holds, beside its logits), checked as
+  // train checks it (train.check_memory): a config too large for the machine grew towards the
+  // kernel's OOM killer instead of being refused.
+  RunConfig one_rank = cfg;
+  one_rank.zero.stage = 0;
+  check_memory_fits(one_rank, 1, 0);
   const ModelConfig& mc = cfg.model;  // the keys every family has
   const ModelSpec spec = cfg.model_spec();
 

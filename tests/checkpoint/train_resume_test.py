@@ -21,8 +21,10 @@ usage: train_resume_test.py --zerotrain PATH [-- MPIRUN FLAGS...]   (without mpi
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -221,6 +223,35 @@ def main():
                 lines = [line for line in p.stderr.splitlines() if line.startswith("zerotrain: error:")]
                 check(p.returncode == 2 and len(lines) == 1,
                       f"{what} on 3 ranks: one error line, exit 2 ({p.returncode}: {lines})")
+    if mpirun:
+        # A NaN in rank 1's shard, resealed (verify passes): every rank ends at once with rank 1's
+        # line, before the publish (rank 0 went on to a step's start, then was stopped by the
+        # launcher with a second line blaming another rank's failure).
+        nan_dir = os.path.join(work, "nan_shard")
+        config = deep_merge(BASE, {"zero": {"stage": 3}})
+        p1 = train(2, deep_merge(config, {"train": {"max_steps": 2}, "checkpoint": {"at_end": True}}), nan_dir)
+        step = os.path.join(nan_dir, "checkpoints", "step_00000002")
+        if ok(p1, "a 2-rank stage-3 run to damage"):
+            with open(os.path.join(step, "rank_00001.bin"), "r+b") as f:
+                f.seek(4000)
+                f.write(struct.pack("<f", float("nan")))
+            with open(os.path.join(step, "manifest.json")) as f:
+                manifest = json.load(f)
+            for entry in manifest["files"]:
+                with open(os.path.join(step, entry["name"]), "rb") as f:
+                    data = f.read()
+                entry["crc32"] = zlib.crc32(data)
+                entry["chunk_crc32"] = [zlib.crc32(data[o:o + 1048576]) for o in range(0, len(data), 1048576)]
+            manifest.pop("manifest_crc32")
+            manifest["manifest_crc32"] = zlib.crc32(
+                json.dumps(manifest, separators=(",", ":"), ensure_ascii=False).encode())
+            with open(os.path.join(step, "manifest.json"), "w") as f:
+                json.dump(manifest, f, indent=1)
+            p = train(2, deep_merge(config, {"train": {"max_steps": 3}}), nan_dir, ["--resume", "latest"])
+            lines = [line for line in p.stderr.splitlines() if "error" in line]
+            check(p.returncode == 2 and len(lines) == 1 and lines[0].startswith("zerotrain: error: rank 1:") and
+                  "is nan" in lines[0] and "resumed from" not in p.stdout,
+                  f"a NaN in one rank's shard: one agreed line naming that rank, no step begun ({lines})")
     return checks.finish()
 
 

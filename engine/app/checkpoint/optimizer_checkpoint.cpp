@@ -54,7 +54,7 @@ double start_training_state_save(AsyncCheckpointer& saver, const std::string& fo
       keep_last);
 }
 
-void restore_training_state(const CheckpointReader& reader, ZeroParamStore& store, ShardedAdamW& optimizer) {
+void load_training_state(const CheckpointReader& reader, ZeroParamStore& store, ShardedAdamW& optimizer) {
   const std::size_t units = store.optimizer_layout().num_units();
   const bool on_device = units > 0 && optimizer.exp_avg(0).device != Device::kCPU;
   std::vector<std::vector<float>> staging(on_device ? units * kNumStateKinds : 0);
@@ -73,6 +73,10 @@ void restore_training_state(const CheckpointReader& reader, ZeroParamStore& stor
   }
   optimizer.set_step_count(reader.manifest().position.optimizer_step);
   optimizer.restore_working_from_master();
+}
+
+void restore_training_state(const CheckpointReader& reader, ZeroParamStore& store, ShardedAdamW& optimizer) {
+  load_training_state(reader, store, optimizer);
   store.publish_updated_params();
 }
 

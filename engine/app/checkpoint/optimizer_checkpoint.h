@@ -23,7 +23,10 @@ double start_training_state_save(AsyncCheckpointer& saver, const std::string& fo
                                  const ShardedAdamW& optimizer, CheckpointMeta meta, int keep_last);
 
 // Loads this rank's shards (reading only what they overlap), sets the step count and rebuilds
-// and publishes the working parameters. InputError for another model or a damaged checkpoint.
+// the working parameters from the masters: this rank's work alone, no collective. InputError for
+// another model or a damaged checkpoint (a shard holding NaN).
+void load_training_state(const CheckpointReader& reader, ZeroParamStore& store, ShardedAdamW& optimizer);
+// load_training_state, then publishes the working parameters (collective).
 void restore_training_state(const CheckpointReader& reader, ZeroParamStore& store, ShardedAdamW& optimizer);
 
 }  // namespace zt::ckpt

@@ -95,7 +95,11 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                     "for bit (deterministic mode's bits follow the micro-batch)",
                     fmt::join(bits, "; ")));
   }
-  ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
+  // Each rank reads its own shards: one rank's damaged file (a NaN in its shard) ends every rank at
+  // once with that rank's line, agreed before the publish (a collective), where the others waited
+  // for it, trained a step's start and were stopped by the launcher with a second, misleading line.
+  on_every_rank(s.comm, [&] { ckpt::load_training_state(reader, s.store, s.optimizer); });
+  s.store.publish_updated_params();  // the first acquire waits for it
   run.start_step = static_cast<int>(m.position.step);
   // A stop before the first step (in an evaluation the saved run left) saves nothing more where the
   // checkpoint is in this run's folder; one from elsewhere is saved here, for --resume latest.

@@ -230,24 +230,23 @@ def main():
     # A manifest nested 100,000 deep (a fuzzer's): refused by its depth, and the folder falls back
     # (every command that read it died of a segmentation fault); one whose field was edited by hand
     # is refused as edited, by its seal, before the field's type is read ('type must be boolean').
-    deep = os.path.join(work, "deep_manifest")
-    shutil.copytree(two, deep)
-    deep_path = os.path.join(deep, "step_00000003", "manifest.json")
-    with open(deep_path) as f:
-        text = f.read()
-    with open(deep_path, "w") as f:
-        f.write('{"deep": ' + "[" * 100000 + "]" * 100000 + "," + text.lstrip()[1:])
+    def with_manifest(name, edit):
+        """A copy of the two-checkpoint folder whose newest manifest.json is edit(its text)."""
+        folder = os.path.join(work, name)
+        shutil.copytree(two, folder)
+        path = os.path.join(folder, "step_00000003", "manifest.json")
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(edit(text))
+        return folder
+
+    deep = with_manifest("deep_manifest", lambda t: '{"deep": ' + "[" * 100000 + "]" * 100000 + "," + t.lstrip()[1:])
     r = ckpt("inspect", deep)
     checks.check(r.returncode == 0 and "step 2 " in r.stdout and "JSON nested deeper than 64 levels" in r.stderr,
                  f"a manifest nested 100,000 deep: refused by its depth, the folder falls back (rc {r.returncode}: "
                  f"{r.stderr.strip()[-300:]})")
-    edited = os.path.join(work, "edited_manifest")
-    shutil.copytree(two, edited)
-    edited_path = os.path.join(edited, "step_00000003", "manifest.json")
-    with open(edited_path) as f:
-        text = f.read()
-    with open(edited_path, "w") as f:
-        f.write(text.replace('"decays": true', '"decays": "yes"', 1))
+    edited = with_manifest("edited_manifest", lambda t: t.replace('"decays": true', '"decays": "yes"', 1))
     r = ckpt("verify", os.path.join(edited, "step_00000003"))
     lines = r.stderr.strip().splitlines()
     checks.check(r.returncode == 2 and len(lines) == 1 and "manifest checksum mismatch" in lines[0],

@@ -79,9 +79,11 @@ void check_run_directory(const std::string& run_dir) {
           run_dir, p.filename().string());
     }
   }
-  // The run's own files where something else stands under their names (a device, a FIFO, a folder):
-  // refused, not replaced (a rename over a character device named final.safetensors took its entry).
-  for (const char* name : {"final.safetensors", "config.json", "metrics.jsonl"}) {
+  // The files a run writes whole and renames into place, where something else stands under their
+  // names (a device, a FIFO, a folder): refused, not replaced (a rename over a character device
+  // named final.safetensors took its entry). metrics.jsonl is appended to: a FIFO a reader drains
+  // is a way to stream it (run_log.cpp).
+  for (const char* name : {"final.safetensors", "config.json"}) {
     const fs::path p = fs::path(run_dir) / name;
     if (fs::exists(fs::symlink_status(p, ec)) && !fs::is_symlink(fs::symlink_status(p, ec))) {
       require_regular_file(p.string(), fmt::format("run directory {}:", run_dir));

@@ -28,11 +28,10 @@ template <typename... Args>
                         t.global_batch_tokens);
 }
 
-// What would split `global` tokens at this rank count: the micro-batch nearest the config's from
-// below (else above) whose sequences divide it with a grad_accum in its range, or that none does
-// (not a multiple of seq_len x ranks, or every split's accumulation past its largest).
-std::string batch_split_hint(const TrainConfig& t, int world_size, std::int64_t global) {
-  const std::int64_t per_sequence = std::int64_t{t.seq_len} * world_size;
+}  // namespace
+
+std::string batch_split_hint(int config_micro_batch, int seq_len, int world_size, std::int64_t global) {
+  const std::int64_t per_sequence = std::int64_t{seq_len} * world_size;
   if (per_sequence > kMaxConfigGlobalBatchTokens) {  // one sequence a rank is past any global batch already
     return fmt::format(
         "; no micro-batch splits it on {} rank(s): one sequence a rank, train.seq_len x ranks = {}, is "
@@ -45,12 +44,12 @@ std::string batch_split_hint(const TrainConfig& t, int world_size, std::int64_t 
   }
   const std::int64_t sequences = global / per_sequence;  // micro_batch x grad_accum
   const auto splits = [&](std::int64_t m) { return sequences % m == 0 && sequences / m <= kMaxConfigGradAccum; };
-  std::int64_t micro_batch = std::min<std::int64_t>(t.micro_batch, sequences);
+  std::int64_t micro_batch = std::min<std::int64_t>(config_micro_batch, sequences);
   while (micro_batch > 1 && !splits(micro_batch)) --micro_batch;
   if (!splits(micro_batch)) {  // every split below needs more accumulation than its range: a larger one
     const std::int64_t most = std::min<std::int64_t>(sequences, kMaxConfigDim);
     micro_batch =
-        std::max<std::int64_t>(t.micro_batch + 1, (sequences + kMaxConfigGradAccum - 1) / kMaxConfigGradAccum);
+        std::max<std::int64_t>(config_micro_batch + 1, (sequences + kMaxConfigGradAccum - 1) / kMaxConfigGradAccum);
     while (micro_batch <= most && !splits(micro_batch)) ++micro_batch;
     if (micro_batch > most) {
       return fmt::format("; no micro-batch splits it on {} rank(s) within train.grad_accum's largest, {}", world_size,
@@ -59,8 +58,6 @@ std::string batch_split_hint(const TrainConfig& t, int world_size, std::int64_t 
   }
   return fmt::format(" (train.micro_batch = {} splits it: grad_accum {})", micro_batch, sequences / micro_batch);
 }
-
-}  // namespace
 
 bool omp_waits_passively() {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
@@ -97,7 +94,8 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
           "config error in {}: train.global_batch_tokens = {} is not a multiple of train.micro_batch x train.seq_len "
           "x ranks = {} x {} x {}{}",
           r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
-          t.micro_batch, t.seq_len, c.world_size, batch_split_hint(t, c.world_size, t.global_batch_tokens));
+          t.micro_batch, t.seq_len, c.world_size,
+          batch_split_hint(t.micro_batch, t.seq_len, c.world_size, t.global_batch_tokens));
     }
     const std::int64_t accum = t.global_batch_tokens / per_accum;
     if (accum > kMaxConfigGradAccum) {  // the range train.grad_accum itself is read in
@@ -136,7 +134,7 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
         !past_any_batch && t.global_batch_tokens % per_accum == 0 &&
                 t.global_batch_tokens / per_accum <= kMaxConfigGradAccum
             ? fmt::format(" (train.grad_accum = {} agrees with it)", t.global_batch_tokens / per_accum)
-            : batch_split_hint(t, c.world_size, t.global_batch_tokens));
+            : batch_split_hint(t.micro_batch, t.seq_len, c.world_size, t.global_batch_tokens));
   }
   if (!has_global) {
     c.derived.push_back(

@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <string>
+
 #include "engine/app/config/run_config.h"
 #include "engine/base/core/config_reader.h"
 
@@ -17,6 +20,13 @@ void read_train_section(ConfigReader r, RunConfig& c);
 // Reads the optim section into c.optim (c.train read: the decay ends with train.max_steps by
 // default); refuses unknown keys.
 void read_optim_section(ConfigReader r, RunConfig& c);
+
+// What would split `global` tokens over seq_len x world_size: the micro-batch nearest the config's
+// from below (else above) whose sequences divide it with a grad_accum in its range,
+// " (train.micro_batch = M splits it: grad_accum A)", or "; no micro-batch splits it ..." saying
+// why none does (not a multiple of seq_len x ranks, past any global batch, or every split's
+// accumulation past its largest). For the batch terms' refusals, the config's and plan's.
+std::string batch_split_hint(int config_micro_batch, int seq_len, int world_size, std::int64_t global);
 
 // OMP_WAIT_POLICY=passive (read as libgomp reads it, any case): waiting threads sleep rather than
 // spin, so threads past the cores cost little.

@@ -99,15 +99,13 @@ void note_keys_without_effect(RunConfig& c) {
 
 }  // namespace
 
-nlohmann::json acting_wire_formats(const RunConfig& c) {
-  const ZeroOptions& z = c.zero;
-  const bool gathers = z.stage >= 1 && !(c.world_size == 1 && z.solo_path);
+ZeroOptions acting_zero_options(const RunConfig& c) {
+  ZeroOptions z = c.zero;
+  if (z.stage == 0 || (c.world_size == 1 && z.solo_path)) z.gather_wire = WireDType::kExact;
+  if (!z.hybrid(c.world_size)) z.cross_group_grad_wire = WireDType::kExact;
   // (On one rank's solo path too: bf16 gradients pend in an fp32 buffer where the shard is fp32.)
-  const bool grad_shards = z.stage >= 2 && c.param_dtype != DType::kF32;
-  return {{"gather_dtype", gather_dtype_name(gathers ? z.gather_wire : WireDType::kExact)},
-          {"cross_group_grad_dtype",
-           cross_group_grad_dtype_name(z.hybrid(c.world_size) ? z.cross_group_grad_wire : WireDType::kExact)},
-          {"grad_shard_dtype", z.fp32_grad_shards && grad_shards ? "fp32" : "working"}};
+  if (z.stage < 2 || c.param_dtype == DType::kF32) z.fp32_grad_shards = false;
+  return z;
 }
 
 void read_zero_section(ConfigReader r, RunConfig& c) {

@@ -19,12 +19,13 @@ nlohmann::json zero_section_json(const ZeroOptions& zero);
 // names beside the stage (the quantized collectives showed only in the resolved config's JSON).
 std::string zero_choices_changed(const ZeroOptions& zero);
 
-// The number formats of the wire keys (gather_dtype, cross_group_grad_dtype, grad_shard_dtype) as
-// they act on this run: where one acts on nothing (int8 gathers on one rank's solo path, fp32
-// gradient shards of fp32 parameters or below stage 2, a cross-group format without two groups)
-// its exact default, as the run's derived notes say. What a
-// resume compares: a change that changes no bit is none, one that stops a key acting is one.
-nlohmann::json acting_wire_formats(const RunConfig& c);
+// c.zero with the number formats of its wire keys (gather_dtype, cross_group_grad_dtype,
+// grad_shard_dtype) as they act on this run: where one acts on nothing (int8 gathers on one rank's
+// solo path, fp32 gradient shards of fp32 parameters or below stage 2, a cross-group format
+// without two groups) its exact default, as the run's derived notes say. What a resume compares
+// (through zero_section_json): a change that changes no bit is none, one that stops a key acting is
+// one; and what the deterministic banner promises.
+ZeroOptions acting_zero_options(const RunConfig& c);
 
 // The config's names of the quantized collectives' wire dtypes (zero.gather_dtype: "param" or
 // "int8"; zero.cross_group_grad_dtype: "fp32", "bf16" or "int8").

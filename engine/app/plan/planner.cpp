@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/app/config/train_section.h"
 #include "engine/app/config/zero_section.h"
 #include "engine/app/trainer/memory_check.h"
 #include "engine/app/trainer/run_memory.h"
@@ -133,20 +134,12 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& giv
     }
     if (held_mb) {
       // Said from the terms, not the config's refusal: that one names the pinned global batch as
-      // a --set the user never gave.
-      const std::int64_t per_sequence = std::int64_t{e.seq_len} * e.world_size;
-      const std::int64_t sequences = e.global_batch_tokens > 0 && e.global_batch_tokens % per_sequence == 0
-                                         ? e.global_batch_tokens / per_sequence
-                                         : 0;
-      std::int64_t fits = 0;  // the largest micro-batch below the held one that splits it
-      for (std::int64_t mb = std::min<std::int64_t>(e.micro_batch, sequences + 1) - 1; mb >= 1 && fits == 0; --mb) {
-        if (sequences % mb == 0) fits = mb;
-      }
+      // a --set the user never gave. The split that would work, as the config's refusal says it.
       throw_input_error(
           "train.micro_batch = {} (held as --set gives it) does not split train.global_batch_tokens = {} over "
           "train.seq_len x ranks = {} x {}{}: leave it out for the search to set it",
           e.micro_batch, e.global_batch_tokens, e.seq_len, e.world_size,
-          fits > 0 ? fmt::format(" (train.micro_batch = {} splits it: grad_accum {})", fits, sequences / fits) : "");
+          batch_split_hint(e.micro_batch, e.seq_len, e.world_size, e.global_batch_tokens));
     }
   }
   std::string refused;

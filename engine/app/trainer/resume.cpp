@@ -218,7 +218,7 @@ std::optional<RunConfig> saved_as_read(const nlohmann::json& saved, int saved_wo
   }
 }
 
-// The zero section's wire keys that act differently now than in the saved run (acting_wire_formats),
+// The zero section's wire keys that act differently now than in the saved run (acting_zero_options),
 // each "zero.KEY: "before" -> "after"" with what it acts as where that differs from what is set. A
 // saved config this build no longer reads (an older build's rules) is compared as written.
 std::vector<std::string> wire_format_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
@@ -229,8 +229,8 @@ std::vector<std::string> wire_format_changes(const nlohmann::json& saved, int sa
     for (const char* key : kKeys) keys.emplace_back("zero", key);
     return recorded_changes(saved, now.to_json(), keys);
   }
-  const nlohmann::json before = acting_wire_formats(*saved_run), after = acting_wire_formats(now),
-                       set = now.to_json()["zero"];
+  const nlohmann::json before = zero_section_json(acting_zero_options(*saved_run)),
+                       after = zero_section_json(acting_zero_options(now)), set = zero_section_json(now.zero);
   std::vector<std::string> changes;
   for (const char* key : kKeys) {
     if (section_value(saved, "zero", key).is_null() || before[key] == after[key]) continue;  // not recorded: none
@@ -387,7 +387,7 @@ std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, 
   if (saved_world_size != now.world_size) {
     const std::optional<RunConfig> before = saved_as_read(saved, saved_world_size);
     const auto sharded_bits = [](const RunConfig& c) {
-      return acting_wire_formats(c)["gather_dtype"] == "int8" || c.zero.hybrid(c.world_size);
+      return acting_zero_options(c).gather_wire == WireDType::kInt8 || c.zero.hybrid(c.world_size);
     };
     if ((before && sharded_bits(*before)) || sharded_bits(now)) {
       changes.push_back(

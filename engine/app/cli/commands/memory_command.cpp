@@ -36,8 +36,13 @@ constexpr MemCategory kRows[] = {MemCategory::kParameters,      MemCategory::kGr
 
 // --brief: what each stage saves, at a glance. The model states (the four categories ZeRO shards)
 // apart from what every stage keeps whole (activations, communication buffers, workspace).
-// `refused`: per stage, why this config's rules refuse it ("" where they do not): marked *, as the
-// full table marks it (the note before it says so).
+// "stage N", marked * where `refused` (per stage, why this config's rules refuse it; "" where they
+// do not) says so, as the note before the table does.
+std::string stage_heading(int stage, const std::vector<std::string>& refused) {
+  return fmt::format("stage {}{}", stage, refused[static_cast<std::size_t>(stage)].empty() ? "" : "*");
+}
+
+// `refused`: as stage_heading reads it.
 void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const std::vector<StageMemory>& stages,
                  const std::string& attention, const std::vector<std::string>& refused) {
   const char* master = cfg.param_dtype == DType::kBF16 ? " with fp32 master weights" : "";
@@ -54,8 +59,7 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
   fmt::print("attention: {}\n", attention);
   std::string head = fmt::format("{:<26}", "predicted bytes per rank");
   for (int stage = 0; stage < kStages; ++stage) {
-    head += fmt::format("{:>12}",
-                        fmt::format("stage {}{}", stage, refused[static_cast<std::size_t>(stage)].empty() ? "" : "*"));
+    head += fmt::format("{:>12}", stage_heading(stage, refused));
   }
   fmt::print("{}\n", head);
   auto row = [&](const char* name, auto text_of) {
@@ -287,8 +291,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   // Each cell after a space: a count past 13 digits (a 65B model's elements a step) ran into the next.
   std::string head = fmt::format("{:<22}", "category");
   for (int stage = 0; stage < kStages; ++stage) {
-    head += fmt::format(" {:>13}",
-                        fmt::format("stage {}{}", stage, refused[static_cast<std::size_t>(stage)].empty() ? "" : "*"));
+    head += fmt::format(" {:>13}", stage_heading(stage, refused));
   }
   fmt::print("{}\n", head);
   auto row = [&](const std::string& name, auto value_of) {

@@ -80,11 +80,7 @@ std::string deterministic_promise(const RunConfig& c) {
   if (!c.train.deterministic) return "";
   // The wire formats as they act: an int8 gather one rank's solo path never calls promises what an
   // exact one does (the banner said stages 1-3 only, beside the note that int8 acted on nothing).
-  ZeroOptions z = c.zero;
-  const nlohmann::json acting = acting_wire_formats(c);
-  if (acting["gather_dtype"] == "param") z.gather_wire = WireDType::kExact;
-  if (acting["cross_group_grad_dtype"] == "fp32") z.cross_group_grad_wire = WireDType::kExact;
-  if (acting["grad_shard_dtype"] == "working") z.fp32_grad_shards = false;
+  const ZeroOptions z = acting_zero_options(c);
   // Hybrid sharding's two hops (and int8 gathers' blocks, which follow the shards) agree at one N:
   // int8 set but idle here acts on more ranks, so the rank count is named for it too.
   const char* where = z.fold_in_global_order && c.zero.gather_wire == WireDType::kExact ? "" : " on this rank count";

@@ -15,7 +15,7 @@ on random tokens in llm.c's uint32 files, T = 2048, at the largest micro-batch w
 prediction (`zerotrain memory`) fits in 85% of the GPU's free memory less what the idle FSDP2 worker
 keeps there between its blocks (16 bytes a parameter; --batch to choose), the same B x T for both;
 if FSDP2 runs out of memory there, its row says so. Interleaved rounds as
-tools/bench_gpu.py (its engines, step-to-step clocks and report code), GPU state beside every
+tools/bench_gpu.py (its engines in gpt2_bench_engines, step-to-step clocks and report code), GPU state beside every
 block. MFU = tokens/s x (6 N + 6 L C T) / the card's dense bf16 peak (bench_harness.peak_bf16_flops:
 989 TFLOP/s for the H100 and H200 SXM; --peak-tflops for a card it does not name), N every
 parameter (the tied table once).
@@ -42,7 +42,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import bench_gpu  # noqa: E402
+import gpt2_bench_engines  # noqa: E402
 import bench_harness  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
@@ -131,7 +131,7 @@ def main(argv=None):
             "steps": args.steps, "warmup": args.warmup,
             "predicted_stage3_bytes_by_batch": {str(b): v for b, v in predicted.items()},
             "gpu_state_at_start": gpu_state()}
-    zt = bench_gpu.Zerotrain("zerotrain-llama-s3", 3, config=CONFIG, seq_len=args.seq_len)
+    zt = gpt2_bench_engines.Zerotrain("zerotrain-llama-s3", 3, config=CONFIG, seq_len=args.seq_len)
     zt.label = "zerotrain stage 3, collectives on (Llama 3.2 1B shape)"
     torch_args = ["--seq-len", str(args.seq_len)]
     for key, flag in (("n_layer", "--n-layer"), ("n_head", "--n-head"), ("n_kv_head", "--n-kv-head"),
@@ -141,7 +141,7 @@ def main(argv=None):
     if model.get("rope_scaling"):
         torch_args += ["--rope-scaling", json.dumps(model["rope_scaling"])]
     args.torch_args = torch_args + args.torch_args
-    fsdp = bench_gpu.Torch("fsdp2", "default", "auto", script="bench_llama_gpu_torch.py",
+    fsdp = gpt2_bench_engines.Torch("fsdp2", "default", "auto", script="bench_llama_gpu_torch.py",
                            label="PyTorch FSDP2 fully_shard, compiled per layer and loss (Llama 3.2 1B shape)")
     chosen = [zt, fsdp]
     rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]

@@ -35,7 +35,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import bench_gpu  # noqa: E402  zerotrain's engine, the model's flops
+import gpt2_bench_engines  # noqa: E402  zerotrain's engine, the model's flops
 import bench_harness  # noqa: E402
 from gpu_state import gpu_state  # noqa: E402
 from mpirun_command import MPIRUN  # noqa: E402
@@ -87,8 +87,8 @@ class TorchRanks:
 
 
 def make_engines(gpus):
-    engines = [bench_gpu.Zerotrain(f"zerotrain-s{k}-n{gpus}", k, ranks=gpus) for k in range(4)]
-    engines += [bench_gpu.Zerotrain("zerotrain-s0-n1", 0), TorchRanks(gpus)]
+    engines = [gpt2_bench_engines.Zerotrain(f"zerotrain-s{k}-n{gpus}", k, ranks=gpus) for k in range(4)]
+    engines += [gpt2_bench_engines.Zerotrain("zerotrain-s0-n1", 0), TorchRanks(gpus)]
     return {e.name: e for e in engines}
 
 
@@ -161,13 +161,13 @@ def main(argv=None):
     if unknown:
         sys.exit(f"bench_multi_gpu: unknown engine(s) {unknown}; known: {' '.join(engines)}")
     name, driver = (args.fake_device, "none") if args.fake_device else bench_harness.device_facts()
-    n_params, flops_tok = bench_gpu.flops_per_token()
+    n_params, flops_tok = gpt2_bench_engines.flops_per_token()
     peak, peak_source = bench_harness.peak_bf16_flops(name, args.peak_tflops)
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     out = args.out or default_out(f"gpu_multi_gpu_bench_{slug}.json")
     check_out_file("bench_multi_gpu", out)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": binary_commit(args.zerotrain) or head_commit() or "unknown",
-            "checkout_commit": head_commit() or "unknown", "device": name, "driver": driver, "gpus": gpus, "batch_per_gpu": args.batch, "seq_len": bench_gpu.T,
+            "checkout_commit": head_commit() or "unknown", "device": name, "driver": driver, "gpus": gpus, "batch_per_gpu": args.batch, "seq_len": gpt2_bench_engines.T,
             "params": n_params, "flops_per_token": flops_tok, "peak_bf16_flops": peak, "peak_source": peak_source,
             "figures": "per GPU", "rounds": args.rounds, "steps": args.steps, "warmup": args.warmup,
             "order": chosen_names, "gpu_state_at_start": gpu_state()}
@@ -181,11 +181,11 @@ def main(argv=None):
         os.replace(out + ".tmp", out)
 
     with tempfile.TemporaryDirectory() as work:
-        ctx = bench_harness.Context.make(args, work, bench_gpu.VOCAB, peak)
-        meta["rounds_run"] = bench_harness.interleave(chosen, rows, ctx, args.batch * bench_gpu.T, flops_tok, save)
+        ctx = bench_harness.Context.make(args, work, gpt2_bench_engines.VOCAB, peak)
+        meta["rounds_run"] = bench_harness.interleave(chosen, rows, ctx, args.batch * gpt2_bench_engines.T, flops_tok, save)
     meta["gpu_state_at_end"] = gpu_state()
     save(complete=True)
-    print(f"\nGPT-2 124M on {gpus} GPUs, B={args.batch} a GPU, T={bench_gpu.T}, bf16, {meta['rounds_run']} interleaved "
+    print(f"\nGPT-2 124M on {gpus} GPUs, B={args.batch} a GPU, T={gpt2_bench_engines.T}, bf16, {meta['rounds_run']} interleaved "
           f"rounds of {args.steps} timed steps after {args.warmup}, on {name}; tokens/s and MFU per GPU")
     bench_harness.print_rows(rows, width=64)
     for line in memory_lines(rows):

@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.dirname(HERE))
 import bench_gpu  # noqa: E402
+import gpt2_bench_engines  # noqa: E402
 import bench_harness  # noqa: E402
 from repo_commit import binary_commit  # noqa: E402
 from check_report import Checks  # noqa: E402
@@ -41,7 +42,7 @@ class FakeEngine:
         self.order.append(f"start {self.name}")
         time.sleep(self.start_seconds)
         if self.fail_start:
-            raise bench_gpu.EngineError("torch.compile failed")
+            raise bench_harness.EngineError("torch.compile failed")
 
     def run(self, ctx, warmup, steps, profile=False):
         self.rounds += 1
@@ -198,7 +199,7 @@ def check_time_limit_bounds_a_compile(checks, work):
     order = []
     try:
         bench_gpu.make_engines = lambda: {e.name: e for e in [
-            FakeEngine("zerotrain-s0", 100.0, order), bench_gpu.Torch("pytorch-max-autotune-cudnn", "max-autotune",
+            FakeEngine("zerotrain-s0", 100.0, order), gpt2_bench_engines.Torch("pytorch-max-autotune-cudnn", "max-autotune",
                                                                       "cudnn"), FakeEngine("llmc", 105.0, order)]}
         out = os.path.join(work, "bounded.json")
         printed = io.StringIO()
@@ -263,7 +264,7 @@ def check_real_plumbing(checks, zerotrain, work):
     checks.check(all(len(rows[n].get("rounds", [])) == 2 and "tokens_per_s" in rows[n] for n in rows),
                  f"every engine measured in both rounds ({ {n: rows[n].get('error', 'ok')[:200] for n in rows} })")
     llmc_block = rows["llmc"]["rounds"][0]
-    if bench_gpu.working_stdbuf():
+    if gpt2_bench_engines.working_stdbuf():
         checks.check(llmc_block["own_step_ms"] == [42.0, 43.0] and
                      all(150 < ms < 1000 for ms in llmc_block["step_ms"]) and "arrival" in rows["llmc"]["clock"],
                      f"llm.c's step lines stamped as they arrive, 0.2 s apart; its own figures beside them, "
@@ -384,7 +385,7 @@ def main():
 
     p = subprocess.run([args.zerotrain, "memory", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"),
                         "--ranks", "1", "--json"], capture_output=True, text=True)
-    n_bench, flops = bench_gpu.flops_per_token()
+    n_bench, flops = gpt2_bench_engines.flops_per_token()
     if checks.check(p.returncode == 0, f"zerotrain memory --json runs ({p.stderr.strip()[:200]})"):
         n_engine = json.loads(p.stdout)["params"]
         checks.check(n_bench == n_engine, f"MFU parameter count {n_bench} equals the engine's table {n_engine}")

@@ -215,9 +215,8 @@ class LlamaFamily final : public ModelFamily {
     // ("swish" is transformers' other name of SiLU.)
     const std::string act = r.string_or("hidden_act", "silu");
     if (act != "silu" && act != "swish") r.refuse("hidden_act", "zerotrain's Llama MLP is SwiGLU (silu)");
-    if (r.number_or("attention_dropout", 0.0) != 0.0) {
-      r.refuse("attention_dropout", "zerotrain's Llama has no dropout (set it to 0 to fine-tune without)");
-    }
+    // attention_dropout is its training's, as GPT-2's resid_pdrop (docs/config.md, train.init_from):
+    // no forward that scores or samples applies it, and zerotrain's Llama trains without dropout.
     const int kv_heads = r.integer_or("num_key_value_heads", heads);
     if (kv_heads < 1 || heads % kv_heads != 0) {
       r.refuse("num_key_value_heads", "grouped-query attention needs num_attention_heads a multiple of it");

@@ -656,6 +656,9 @@ def main():
 
     _, p = train("swish", llama_variant("llama_swish", hidden_act="swish"), 1)
     checks.check(p.returncode == 0, f"a Llama config's hidden_act 'swish' (SiLU) is read ({p.stderr[-200:]})")
+    # Its training's dropout, as GPT-2's pdrops: not refused (it was, for eval and sample too).
+    _, p = train("attention_dropout", llama_variant("llama_dropout", attention_dropout=0.1), 1)
+    checks.check(p.returncode == 0, f"a Llama config's attention_dropout 0.1 is read ({p.stderr[-200:]})")
     _, p = train("tp2", llama_variant("llama_tp2", pretraining_tp=2), 1)
     checks.check(p.returncode == 0, f"pretraining_tp 2, dividing every width, is read ({p.stderr[-200:]})")
     # GPT-2's tanh GELU under transformers' other names, and 1e-5 as an fp32 value saves it.
@@ -709,8 +712,13 @@ def main():
                  f"a run refused at the weights' load removes the directory it made "
                  f"({sorted(os.listdir(new_dir)) if os.path.exists(new_dir) else 'gone'})")
     for what, source, sets, fragments in [
-        ("a Llama's attention dropout", llama_variant("llama_dropout", attention_dropout=0.1), [],
-         ["llama_dropout/config.json", "attention_dropout", "no dropout"]),
+        # A file of a folder: the folder is what reads (the files' own headers were read as llm.c's).
+        ("a Hugging Face folder's config.json", os.path.join(by_label["llama f32 one file"][1], "config.json"), [],
+         ["config.json: a file of the Hugging Face folder", "give the folder"]),
+        ("a Hugging Face folder's pytorch_model.bin", os.path.join(torch_only, "pytorch_model.bin"), [],
+         ["pytorch_model.bin: a file of the Hugging Face folder", "give the folder"]),
+        ("a run directory's final weights", os.path.join(work, "llama_train", "final.safetensors"), [],
+         ["final.safetensors: a file of a zerotrain run directory", "ckpt export"]),
         ("a head count no multiple of the key/value heads", llama_variant("llama_kv3", num_key_value_heads=3), [],
          ["llama_kv3/config.json", "num_key_value_heads = 3"]),
         # Out of zerotrain's range: the folder's config.json named, not the run's config (whose

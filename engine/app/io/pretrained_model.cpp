@@ -18,6 +18,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kZerotrainAdvice =
+    "(train --resume and eval/sample --run or --ckpt read zerotrain's own; `zerotrain ckpt export CHECKPOINT "
+    "--format hf --out DIR` makes a Hugging Face folder of a checkpoint)";
+
 // What zerotrain wrote at `path`, where that is not pretrained weights ("" otherwise): a user
 // pointing train.init_from at a run of their own is told how to make a folder of it.
 std::string zerotrain_output_kind(const fs::path& path) {
@@ -26,24 +30,47 @@ std::string zerotrain_output_kind(const fs::path& path) {
     case WeightsAt::kCheckpointFolder:
     case WeightsAt::kRunDirectory: return weights_at_name(at);
     case WeightsAt::kFile:
-      return path.extension() == ".safetensors"
-                 ? "a safetensors file (a Hugging Face folder holds it beside its config.json)"
-                 : "";
     case WeightsAt::kHuggingFaceFolder:
     case WeightsAt::kNothingKnown: break;
   }
   return "";
 }
 
+// Whether the file's first word is llm.c's magic: a damaged llm.c model file, whose own fault its
+// reader names, wherever it lies.
+bool opens_with_llmc_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::int32_t magic = 0;
+  return in.read(reinterpret_cast<char*>(&magic), sizeof(magic)) && magic == kLlmcModelMagic;
+}
+
+// What a file that is no llm.c model file is instead, where its folder or its name says ("" where
+// neither does): a file of a Hugging Face folder or of zerotrain's output, whose folder is what
+// reads; a lone safetensors file.
+std::string file_instead(const fs::path& path) {
+  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  switch (const WeightsAt around = weights_at(folder.string())) {
+    case WeightsAt::kHuggingFaceFolder:
+      return fmt::format("a file of the Hugging Face folder {}, which is what reads: give the folder", folder.string());
+    case WeightsAt::kCheckpoint:
+    case WeightsAt::kRunDirectory:
+      return fmt::format("a file of {} {}, not a Hugging Face folder or an llm.c model file {}",
+                         weights_at_name(around), folder.string(), kZerotrainAdvice);
+    case WeightsAt::kCheckpointFolder:
+    case WeightsAt::kFile:
+    case WeightsAt::kNothingKnown: break;
+  }
+  return path.extension() == ".safetensors"
+             ? "a safetensors file (a Hugging Face folder holds it beside its config.json), not a Hugging Face "
+               "folder or an llm.c model file"
+             : "";
+}
+
 }  // namespace
 
 PretrainedModel read_pretrained_model(const std::string& path) {
   if (const std::string kind = zerotrain_output_kind(path); !kind.empty()) {
-    throw_input_error(
-        "{}: {}, not a Hugging Face folder or an llm.c model file (train --resume and eval/sample --run or --ckpt "
-        "read zerotrain's own; `zerotrain ckpt export CHECKPOINT --format hf --out DIR` makes a Hugging Face folder "
-        "of a checkpoint)",
-        path, kind);
+    throw_input_error("{}: {}, not a Hugging Face folder or an llm.c model file {}", path, kind, kZerotrainAdvice);
   }
   if (fs::is_directory(path)) {
     const std::string config = (fs::path(path) / "config.json").string();
@@ -101,7 +128,17 @@ PretrainedModel read_pretrained_model(const std::string& path) {
   if (!fs::exists(path)) throw_input_error("{}: no such Hugging Face folder or llm.c model file", path);
   // Any padding of the vocabulary (llm.c's train_gpt2.py rounds up to 128, zerotrain to 64): the
   // reader takes the true vocabulary's rows, where the tensors' offsets follow the header's.
-  const LlmcModelHeader h = read_llmc_model_header(path);
+  // An llm.c model file reads wherever it lies (a damaged one says its fault); another file is named
+  // for what it is where that is known, rather than for the llm.c header it lacks.
+  LlmcModelHeader h;
+  try {
+    h = read_llmc_model_header(path);
+  } catch (const InputError&) {
+    if (const std::string instead = file_instead(path); !instead.empty() && !opens_with_llmc_magic(path)) {
+      throw_input_error("{}: {}", path, instead);
+    }
+    throw;
+  }
   return {{{"arch", "gpt2"},
            {"n_layer", h.n_layer},
            {"n_head", h.n_head},

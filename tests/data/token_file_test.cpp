@@ -226,6 +226,33 @@ TEST(TokenFile, AutoRefusesAnUnknownMagicInAnLlmcStyleHeader) {
   EXPECT_EQ(TokenFile::open(path, TokenFileFormat::kNanoGpt, 65536).format(), TokenFileFormat::kNanoGpt);
 }
 
+// A damaged llm.c token file: another magic and a size its count does not give, or a wiped header.
+// Its zero padding past the third word marks it (it was read as raw tokens, header and all, and
+// trained where the vocabulary held the header's words).
+TEST(TokenFile, AutoRefusesADamagedLlmcHeaderByItsPadding) {
+  const std::string path = temp_path("damaged_header.bin");
+  std::string bytes = llmc_bytes(20240521, 1, 8, kTokens);
+  bytes.resize(bytes.size() - 2);  // the count no longer gives the size either
+  write_file(path, bytes);
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65536); },
+                     {path, "unknown magic 20240521", "zero past its third word", "data.format"});
+  write_file(path, llmc_bytes(0, 0, 0, kTokens));  // the header wiped
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65536); }, {path, "unknown magic 0"});
+  // Raw tokens that are not zero there read as raw, as before.
+  std::vector<std::uint16_t> raw(600, 5);
+  write_file(path, raw_bytes(raw));
+  EXPECT_EQ(TokenFile::open(path, TokenFileFormat::kAuto, 65).format(), TokenFileFormat::kNanoGpt);
+}
+
+// data.format "nanogpt" on a whole llm.c token file: refused (its header read as 512 tokens, and a
+// resume that changed the format would have shifted every window without a word).
+TEST(TokenFile, RawFormatRefusesAWholeLlmcFile) {
+  const std::string path = temp_path("llmc_as_raw.bin");
+  write_llmc_token_file(path, kTokens);
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kNanoGpt, 65536); },
+                     {path, "an llm.c token file (magic 20240520, 8 tokens)", "data.format \"auto\""});
+}
+
 // llm.c's multiple-choice and model files, given as token files: named for what they are (read as
 // raw tokens, a choice file scored its header and numbers, exit 0, under a vocabulary past 55434).
 // Their counts do not fit the token-file rule, so they passed for raw tokens before.

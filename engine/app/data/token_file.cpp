@@ -113,6 +113,15 @@ bool looks_like_llmc_header(const std::array<std::int32_t, 3>& h, std::int64_t s
   return rest == 2 * std::int64_t{h[2]} || rest == 4 * std::int64_t{h[2]};
 }
 
+// Whether the header's words past magic, version and count are zero, as llm.c writes them: a
+// damaged llm.c file (another magic, the file cut or grown, or the header wiped) keeps them so,
+// where raw uint16 tokens would be 506 tokens of id 0 in a row.
+bool has_llmc_header_padding(const unsigned char* bytes, std::int64_t size_bytes) {
+  if (size_bytes < kLlmcHeaderBytes) return false;
+  return std::all_of(bytes + 3 * sizeof(std::int32_t), bytes + kLlmcHeaderBytes,
+                     [](unsigned char b) { return b == 0; });
+}
+
 }  // namespace
 
 TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int vocab_size, TokenCheck check) {
@@ -161,12 +170,15 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
           path, header[0], header[0] == kChoiceFileMagic ? "multiple-choice eval file" : "model file",
           header[0] == kChoiceFileMagic ? " (it goes in data.choice_file, or zerotrain eval --choices)"
                                         : " (it goes in train.init_from, or --from)");
-    } else if (size_bytes >= kLlmcHeaderBytes && looks_like_llmc_header(header, size_bytes)) {
+    } else if (size_bytes >= kLlmcHeaderBytes &&
+               (looks_like_llmc_header(header, size_bytes) || has_llmc_header_padding(bytes, size_bytes))) {
       throw_input_error(
-          "{}: unknown magic {} in an llm.c-style token file header (known: {} for uint16 GPT-2 tokens, "
+          "{}: unknown magic {} in an llm.c-style token file header{} (known: {} for uint16 GPT-2 tokens, "
           "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" (zerotrain eval: --format nanogpt) if it "
           "is raw uint16",
-          path, header[0], kLlmcTokenMagic, kLlmcToken32Magic);
+          path, header[0],
+          looks_like_llmc_header(header, size_bytes) ? "" : " (zero past its third word, as llm.c pads it)",
+          kLlmcTokenMagic, kLlmcToken32Magic);
     } else if (std::filesystem::path(path).extension() != ".bin") {
       // Raw tokens have no header to recognise them by: a glob's text or JSON file beside the .bin
       // files (nanoGPT's input.txt) would otherwise train as tokens.
@@ -204,6 +216,16 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
     f.count_ = header[2];
     f.bytes_per_token_ = kind->bytes_per_token;
   } else {
+    // Asked for raw tokens (data.format "nanogpt"), a whole llm.c token file would train on its
+    // 1024-byte header as 512 tokens: refused, as the auto format reads it (and a resume that
+    // changed the format would have moved every window).
+    if (const LlmcKind* kind = llmc_kind(header[0]);
+        kind != nullptr && size_bytes == kLlmcHeaderBytes + kind->bytes_per_token * std::int64_t{header[2]}) {
+      throw_input_error(
+          "{}: an llm.c token file (magic {}, {} tokens), not raw uint16 tokens: read as those, its header would be "
+          "512 tokens; leave data.format \"auto\" (zerotrain eval: --format auto) to read it",
+          path, header[0], header[2]);
+    }
     if (size_bytes % 2 != 0) {
       throw_input_error("{}: raw uint16 token file has an odd size ({} bytes)", path, size_bytes);
     }

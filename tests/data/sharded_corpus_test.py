@@ -154,6 +154,9 @@ def main():
                              "--resume", step1, "--allow-config-change")
             checks.check(p.returncode == 0 and "continuing with a changed config" in p.stdout,
                          f"and resumes on the good shards with --allow-config-change ({p.stderr[-300:]})")
+            # Sequential order: the position, a count of windows, now lands elsewhere in the files.
+            checks.check("the sequential order rereads or skips windows" in p.stdout,
+                         f"and says the sequential order's position moved with the files ({p.stdout[-400:]})")
     except subprocess.TimeoutExpired:
         checks.check(False, "a bad token stops the 2-rank job without a hang (timed out after 120 s)")
 

@@ -75,6 +75,13 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     s.progress.message(
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
   }
+  // The data position is a count of windows (as for a train.seq_len change): in llm.c's walk
+  // through the files, one added, removed or resized before it moves where that count lands.
+  if (!data_changed.empty() && c.data.order == "sequential") {
+    s.progress.message(
+        "note: resume: the data position is kept as a count of windows into the training files in order: where a "
+        "file before it was added, removed or resized, the sequential order rereads or skips windows this epoch");
+  }
   if (!evaluation_changed.empty()) {
     // Where the training files changed too (--allow-config-change, said above), the batches are not
     // the saved run's either.

@@ -661,6 +661,24 @@ def main():
     check(p.returncode == 0 and "which now holds 1 checkpoint(s)" in p.stdout and len(logged) == 1
           and logged[0]["superseded_checkpoints"] == 1 and logged[0]["superseded_bytes"] == aside_bytes,
           f"setting aside says what superseded/ holds ({logged}, {aside_bytes} bytes)")
+    # Said as they move, before the log is cut (a failure there, a full disk's, left `latest`
+    # re-pointed and the move unsaid).
+    moved_at, cut_at = p.stdout.find("moved step_00000008"), p.stdout.find("metrics.jsonl: dropped")
+    check(0 <= moved_at < cut_at, f"the move is said before the log is cut ({moved_at}, {cut_at}: {p.stdout[-600:]})")
+    # `latest` not re-pointed (its staging name taken): the error says what moved, and the next
+    # --resume latest why it passes over the checkpoint `latest` names.
+    run_m = os.path.join(work, "m")
+    common = ["train", "--config", config_path, "--run-dir", run_m, "--set", "optim.decay_steps=8", "--set",
+              "checkpoint.every_steps=2", "--set", "train.max_steps=4"]
+    run(binary, common)
+    os.makedirs(os.path.join(run_m, "checkpoints", "latest.tmp", "taken"))
+    p = run(binary, common + ["--resume", os.path.join(run_m, "checkpoints", "step_00000002")])
+    check(p.returncode != 0 and "after moving step_00000004 to " in p.stderr and "still names step_00000004" in p.stderr,
+          f"a rollback that cannot re-point latest says what it moved ({p.stderr[-300:]})")
+    shutil.rmtree(os.path.join(run_m, "checkpoints", "latest.tmp"))
+    p = run(binary, common + ["--resume", "latest"])
+    check(p.returncode == 0 and "step_00000004: moved to " in p.stdout and "by a resume from an earlier step" in p.stdout,
+          f"and the next resume says where latest's checkpoint went ({p.stdout[-400:]})")
     with open(os.path.join(run_k, "metrics.jsonl")) as f:
         lines = f.read().splitlines()
     parsed = [json.loads(line) for line in lines if line.startswith("{") and line.endswith("}")]

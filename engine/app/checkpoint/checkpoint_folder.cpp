@@ -130,13 +130,18 @@ std::vector<std::string> set_aside_where(const std::string& folder, Other&& othe
   }
   const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
   const std::string newest = complete.empty() ? "" : fs::path(complete.back().path).filename().string();
-  if (!newest.empty()) {
-    write_latest(folder, newest);
-  } else {
-    std::error_code ec;
-    fs::remove(fs::path(folder) / kLatestName, ec);
+  try {
+    if (!newest.empty()) {
+      write_latest(folder, newest);
+    } else {
+      std::error_code ec;
+      fs::remove(fs::path(folder) / kLatestName, ec);
+    }
+    sync_dir(folder);
+  } catch (const std::exception& e) {  // the moves are done: said, as a resume then passes over `latest`
+    throw_runtime_error("{} (after moving {} to {}: `latest` still names {}, which a resume now passes over)", e.what(),
+                        fmt::join(moved, ", "), aside.string(), latest);
   }
-  sync_dir(folder);
   return moved;
 }
 
@@ -320,6 +325,12 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
   std::string first_error;
   for (const std::string& c : candidates) {
     try {
+      // `latest` naming one a rollback resume moved aside, which failed before it re-pointed it.
+      std::error_code gone_ec;
+      const fs::path moved_aside = fs::path(path) / kSupersededName / fs::path(c).filename();
+      if (!fs::exists(c, gone_ec) && fs::is_directory(moved_aside, gone_ec)) {
+        throw_input_error("{}: moved to {} by a resume from an earlier step", c, moved_aside.string());
+      }
       FileHandle held = FileHandle::hold_for_reading(c);  // before keep_last can take it from under us
       // Too late: a live run's keep_last moved it away (a newer one is complete). One that could
       // not be opened at all gets check_valid's own words.

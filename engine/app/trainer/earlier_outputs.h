@@ -30,5 +30,11 @@ void keep_earlier_final_weights_at_resume(TrainerState& s, std::int64_t optimize
 // logged, with what the folder has grown to, as nothing deletes it.
 void report_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved, int step,
                       const std::string& why);
+// Its two halves, for a resume: said as the checkpoints move (a failure before the log is known
+// to be the run's then leaves the move said), logged once it is.
+void say_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved,
+                   const std::string& why);
+void log_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved, int step,
+                   const std::string& why);
 
 }  // namespace zt

@@ -148,15 +148,23 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // is cut to its step and the final weights go aside: a kill or a failure in between then leaves
   // `latest` at the checkpoint resumed, which a `--resume latest` continues (cutting the log
   // itself), not a log cut to a step whose later checkpoints still stand, which it resumed past
-  // and took for another run's log (those steps' records lost). Reported below, once the log is
-  // known to be this run's. Rank 0 holds the folder's lock.
+  // and took for another run's log (those steps' records lost). Said as they move (a failure
+  // below, a full disk's, then leaves the move said, not a `latest` silently re-pointed), and
+  // logged below, once the log is known to be this run's. Rank 0 holds the folder's lock.
   const std::string folder = c.checkpoint.folder_for(s.run_dir);
   std::vector<std::string> damaged, others;
+  const std::string damaged_why = "damaged: not usable, as the resume said above";
+  const std::string others_why = fmt::format(
+      "past step {}, or not on the lineage of the checkpoint resumed: another trajectory's, which keep_last and the "
+      "folder's fallback would take for this run's",
+      run.start_step);
   if (s.root && writes_checkpoints(c)) {
     for (std::string& name : ckpt::set_aside_other_trajectories(folder, run.start_step, m.lineage_id(), previous_id)) {
       const bool fell_back_past = std::find(unusable.begin(), unusable.end(), name) != unusable.end();
       (fell_back_past ? damaged : others).push_back(std::move(name));
     }
+    if (!damaged.empty()) say_set_aside(s, folder, damaged, damaged_why);
+    if (!others.empty()) say_set_aside(s, folder, others, others_why);
   }
   if (!log_is_ours) {
     s.metrics->start_afresh();
@@ -211,16 +219,9 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     run.eval_pending = pending.find('e') != std::string::npos;
     run.sample_pending = pending.find('s') != std::string::npos;
   }
-  if (s.root && writes_checkpoints(c)) {  // set aside above, before the log was cut
-    if (!damaged.empty()) {
-      report_set_aside(s, folder, damaged, run.start_step, "damaged: not usable, as the resume said above");
-    }
-    if (!others.empty()) {
-      report_set_aside(s, folder, others, run.start_step,
-                       fmt::format("past step {}, or not on the lineage of the checkpoint resumed: another "
-                                   "trajectory's, which keep_last and the folder's fallback would take for this run's",
-                                   run.start_step));
-    }
+  if (s.root && writes_checkpoints(c)) {  // set aside (and said) above, before the log was cut
+    if (!damaged.empty()) log_set_aside(s, folder, damaged, run.start_step, damaged_why);
+    if (!others.empty()) log_set_aside(s, folder, others, run.start_step, others_why);
   }
   s.log({{"type", "resume"},
          {"step", run.start_step},

@@ -13,6 +13,7 @@ usage: interrupted_outputs_test.py PATH/TO/zerotrain
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -181,6 +182,43 @@ def main():
                      f"an export {what} stopped while its tensors are written: exit {code}, no staging file, "
                      f"{'no folder' if target != earlier else 'the earlier tensors'} left "
                      f"({sorted(os.listdir(target)) if os.path.isdir(target) else '-'})")
+
+    # A rename that fails between others (ZT_TEST_EXPORT_FAIL_AFTER_RENAMES, as a file system fault
+    # would): the earlier export and dataset are put back whole, nothing staged or set aside left
+    # (the earlier files stayed replaced, the staging files beside them, under the folder's marker).
+    def contents(folder):
+        return {n: open(os.path.join(folder, n), "rb").read() for n in sorted(os.listdir(folder))}
+    other_run = os.path.join(work, "other_run")
+    subprocess.run([binary, "train", "--config", config, "--run-dir", other_run, "--set", "train.seed=7"],
+                   check=True, capture_output=True)
+    other_export = [binary, "ckpt", "export", os.path.join(other_run, "checkpoints"), "--format", "hf", "--out"]
+    prepare_other = [binary, "prepare", "--text", other, "--out"]
+    for what, argv, folder in (("an HF export", other_export, earlier), ("a prepare", prepare_other, dataset)):
+        before = contents(folder)
+        for renames in (0, 1, 2):
+            p = subprocess.run(argv + [folder], capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, ZT_TEST_EXPORT_FAIL_AFTER_RENAMES=str(renames)))
+            lines = p.stderr.strip().splitlines()
+            checks.check(p.returncode == 1 and len(lines) == 1 and "the earlier output is back in place" in lines[0]
+                         and contents(folder) == before,
+                         f"{what} whose rename {renames + 1} fails puts the earlier output back whole (exit "
+                         f"{p.returncode}: {lines[-1:]}; {sorted(set(contents(folder)) ^ set(before))})")
+    # A directory where an output file goes: refused before anything moves (the earlier config.json
+    # was removed and the tensors replaced, the staging files left).
+    blocked = os.path.join(earlier, "tokenizer_config.json")
+    saved_config = open(blocked, "rb").read()
+    os.remove(blocked)
+    os.makedirs(os.path.join(blocked, "inside"))
+    names_before = sorted(os.listdir(earlier))
+    tensors_before = open(os.path.join(earlier, "model.safetensors"), "rb").read()
+    p = subprocess.run(other_export + [earlier], capture_output=True, text=True, timeout=120)
+    checks.check(p.returncode == 1 and "it is a directory" in p.stderr and sorted(os.listdir(earlier)) == names_before
+                 and open(os.path.join(earlier, "model.safetensors"), "rb").read() == tensors_before,
+                 f"an export over a directory of an output file's name is refused with the folder as it was "
+                 f"({p.stderr.strip()[-200:]}; {sorted(os.listdir(earlier))})")
+    shutil.rmtree(blocked)
+    with open(blocked, "wb") as f:
+        f.write(saved_config)
 
     # The folders an output needs, made by the command: gone again when it fails part way (a file
     # size limit: write fails "File too large") or is stopped just after making them

@@ -142,6 +142,13 @@ void remove_partial_outputs_on_signal() {
   }
 }
 
+namespace {
+
+// Where StagedFiles::commit keeps an earlier output's file while the new one takes its name.
+std::string replaced_name(const std::string& path) { return path + ".zt-replaced"; }
+
+}  // namespace
+
 StagedFiles::~StagedFiles() {
   for (const Staged& f : staged_) std::remove(f.tmp.c_str());  // those not committed
 }
@@ -170,6 +177,10 @@ std::string StagedFiles::stage(const std::string& path) {
 void StagedFiles::commit(const std::string& dir, const std::vector<std::string>& remove_first) {
   const char* hook = std::getenv("ZT_TEST_EXPORT_EXIT_AFTER_RENAMES");
   int renames_left = hook != nullptr ? std::atoi(hook) : -1;
+  // ZT_TEST_EXPORT_FAIL_AFTER_RENAMES=n: the rename after n of them fails (EIO), as a file system
+  // fault there would, which the commit puts back.
+  const char* fail_hook = std::getenv("ZT_TEST_EXPORT_FAIL_AFTER_RENAMES");
+  int renames_before_failure = fail_hook != nullptr ? std::atoi(fail_hook) : -1;
   // Each file's bytes on disk before its name: a power loss after the renames must not leave an
   // empty or partial file under a name the folder's other files agree with (a copied vocab.json
   // was never synced).
@@ -192,41 +203,67 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
     const sigset_t& before;
     ~Unblock() { pthread_sigmask(SIG_SETMASK, &before, nullptr); }
   } unblock{before};
-  bool changed = false;  // the destination is no longer as it was
   // An output replaced in several steps is marked incomplete until the last one: a cut between
-  // them (a kill, a failed rename) leaves the marker, which the writer's next run and the output's
-  // readers know it by, whatever that run then stages or removes of its own.
+  // them (a kill) leaves the marker, which the writer's next run and the output's readers know it
+  // by, whatever that run then stages or removes of its own.
   const std::string folder = dir.empty() ? "." : dir;
   const std::string marker = (std::filesystem::path(folder) / kIncompleteOutputMarker).string();
   const bool marked = !remove_first.empty() || staged_.size() > 1;
   std::error_code gone;
   const bool was_marked = std::filesystem::exists(marker, gone);  // an earlier cut's: kept where this one fails
+  // The earlier output's files (those replaced, and remove_first's) first go aside under another
+  // name, then the staged ones take their names: a failure in either step (a file in the way that
+  // will not move, a directory of the output's name) puts back what moved, so the destination is
+  // as it was. A directory in the way is refused before anything moves.
+  std::vector<std::string> replaced;
+  for (const std::string& path : remove_first) replaced.push_back(path);
+  for (const Staged& f : staged_) replaced.push_back(f.path);
+  for (const std::string& path : replaced) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(std::filesystem::symlink_status(path, ec))) {
+      throw_runtime_error("cannot replace '{}': it is a directory", path);
+    }
+  }
   if (marked) {
     ckpt::write_file_synced(marker,
                             "an output being replaced here was cut before it was whole: run its command again\n");
     ckpt::sync_dir(folder);
   }
+  std::vector<std::string> moved_aside, renamed;
   const auto fail = [&](const std::string& what) {
-    if (changed) {  // kept for the next run, which completes the output from them
-      for (Staged& f : staged_) f.partial.reset();
-      staged_.clear();
-    } else if (marked && !was_marked) {
-      std::remove(marker.c_str());  // the destination is as it was
+    bool restored = true;  // each new file off its name, each earlier one back on it
+    for (const std::string& path : renamed) restored &= std::remove(path.c_str()) == 0;
+    for (const std::string& path : moved_aside) {
+      std::error_code ec;
+      std::filesystem::rename(replaced_name(path), path, ec);
+      restored &= !ec;
     }
-    throw_runtime_error("{}", what);
+    if (restored && marked && !was_marked) std::remove(marker.c_str());
+    throw_runtime_error(
+        "{}{}", what,
+        restored ? " (the earlier output is back in place)"
+                 : fmt::format(" (the earlier output could not be put back whole: {} marks the folder)", marker));
   };
-  for (const std::string& path : remove_first) {
+  for (const std::string& path : replaced) {
     std::error_code ec;
-    if (std::filesystem::remove(path, ec)) changed = true;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) continue;
+    std::filesystem::rename(path, replaced_name(path), ec);
     if (ec) fail(fmt::format("cannot replace '{}': {}", path, ec.message()));
+    moved_aside.push_back(path);
   }
   for (const Staged& f : staged_) {
     if (renames_left-- == 0) std::_Exit(137);
     std::error_code ec;
-    std::filesystem::rename(f.tmp, f.path, ec);
+    if (renames_before_failure-- == 0) {
+      ec = std::make_error_code(std::errc::io_error);
+    } else {
+      std::filesystem::rename(f.tmp, f.path, ec);
+    }
     if (ec) fail(fmt::format("cannot rename '{}' to '{}': {}", f.tmp, f.path, ec.message()));
-    changed = true;
+    renamed.push_back(f.path);
   }
+  // Whole: the earlier files go, and any an earlier cut left aside under these names.
+  for (const std::string& path : replaced) std::remove(replaced_name(path).c_str());
   staged_.clear();  // and their holds
   ckpt::sync_dir(folder);
   if (marked) {

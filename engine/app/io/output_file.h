@@ -81,11 +81,13 @@ class StagedFiles {
   std::string stage(const std::string& path);
   // Every staged file onto its name (in staging order), then the directory's entries to disk.
   // `remove_first`: files the output no longer has, removed before the first rename (an earlier
-  // output's config.json, so that a kill during the renames leaves none beside the new files);
-  // like the renames, after every staged file is on disk and with SIGINT, SIGTERM and SIGHUP
-  // held. Once one is removed or renamed, a failure leaves the staged files in place (the
-  // destination is no longer whole; the writer's next run completes it from them). Where it takes
-  // more than one step, kIncompleteOutputMarker marks the folder from the first until the last.
+  // output's config.json, so that a kill during the renames leaves none beside the new files).
+  // After every staged file is on disk and with SIGINT, SIGTERM and SIGHUP held, the earlier
+  // files (those replaced, and remove_first's) go aside as NAME.zt-replaced, then the staged ones
+  // take their names, then the earlier ones go: a failure on the way (a file that will not move,
+  // a directory of an output's name) puts back what moved and leaves no staging file, the
+  // destination as it was. Where it takes more than one step, kIncompleteOutputMarker marks the
+  // folder from the first until the last (and after a kill between them).
   // ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=n (docs/config.md, "Testing hooks"): the process ends after
   // n renames, as a kill there would end it.
   void commit(const std::string& dir, const std::vector<std::string>& remove_first = {});

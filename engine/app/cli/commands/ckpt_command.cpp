@@ -51,7 +51,8 @@ std::string resolve(const std::string& path, ckpt::Validation validation) {
 void refuse_run_directory(const std::string& out) {
   const std::filesystem::path dir(out);
   bool run = std::filesystem::exists(dir / "metrics.jsonl") || std::filesystem::exists(dir / "RUN_LOCK");
-  if (std::ifstream in(dir / "config.json"); in && !run) {
+  std::error_code ec;  // a directory of that name reads as none (the export's own check names it)
+  if (std::ifstream in(dir / "config.json"); in && !run && std::filesystem::is_regular_file(dir / "config.json", ec)) {
     const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     run = config.is_object() && config.contains("train");  // a run's; an HF config has no such section
   }

@@ -475,6 +475,22 @@ def main():
     lines = [l for l in p.stderr.splitlines() if l.strip()]
     check(p.returncode == 2 and len(lines) == 1 and "checkpoint.dir" in lines[0],
           f"a checkpoint folder that cannot be made is refused before training ({lines[:1]})")
+    # ... by a run that saves: one saving nothing never makes it, and is not refused for it.
+    p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "saves_nothing"), "--set",
+                     f"checkpoint.dir={os.path.join(blocker, 'ckpts')}", "--set", "checkpoint.at_end=false", "--set",
+                     "checkpoint.every_steps=0", "--set", "checkpoint.save_on_signal=false", "--set",
+                     "train.max_steps=2"])
+    check(p.returncode == 0, f"a run that saves nothing trains beside a checkpoint.dir it cannot make ("
+                             f"{p.stderr.strip()[-200:]})")
+    # --resume latest where no folder is, or a file has the folder's name: said as it is.
+    p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "no_folder"), "--resume",
+                     "latest"])
+    check(p.returncode == 2 and "no checkpoint to resume from" in p.stderr and "does not exist" in p.stderr,
+          f"--resume latest with no checkpoint folder says so ({p.stderr.strip()[-200:]})")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "file_folder"), "--set",
+                     f"checkpoint.dir={blocker}", "--resume", "latest"])
+    check(p.returncode == 2 and "is not a directory" in p.stderr,
+          f"--resume latest with a file in the checkpoint folder's place says so ({p.stderr.strip()[-200:]})")
     run_g = os.path.join(work, "g")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "train.max_steps=4",
                      "--set", "checkpoint.at_end=true"])

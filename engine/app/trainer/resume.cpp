@@ -37,8 +37,11 @@ ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& ar
   // Rank 0 alone reads the folder (checksums: every byte); its refusal is the job's, said once.
   on_every_rank(comm, [&] {
     if (comm.rank() != 0) return;
-    if (latest && !std::filesystem::is_directory(where)) {
-      throw_input_error("--resume latest: no checkpoint to resume from (checkpoint folder '{}' does not exist)", where);
+    if (std::error_code ec; latest && !std::filesystem::is_directory(where, ec)) {
+      throw_input_error("--resume latest: no checkpoint to resume from (checkpoint folder '{}' {})", where,
+                        std::filesystem::exists(std::filesystem::symlink_status(where, ec))
+                            ? "is not a directory: something else has its name"
+                            : "does not exist");
     }
     std::vector<std::string> notes;
     ckpt::read_while_folder_changes(

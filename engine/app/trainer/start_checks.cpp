@@ -47,7 +47,9 @@ void check_before_training(const RunConfig& c, const std::string& run_dir, const
           c.sources_of({"log.sample_prompt"}), e.what());
     }
   }
-  check_checkpoint_folder(c, run_dir);
+  // A run that saves nothing (every_steps 0, no at_end, no save on a signal) never makes or writes
+  // its folder: whatever lies at its path is not this run's concern.
+  if (writes_checkpoints(c)) check_checkpoint_folder(c, run_dir);
 }
 
 void check_run_directory(const std::string& run_dir) {

@@ -115,8 +115,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     }
   }
   refused = broadcast_string(comm, refused);
-  if (!refused.empty() && refused[0] == 'i') throw_input_error("{}", refused.substr(1));
-  if (!refused.empty()) throw_runtime_error("{}", refused.substr(1));
+  if (!refused.empty()) fail_on_every_rank(comm, refused.substr(1), /*input_error=*/refused[0] == 'i');  // said once
   if (saves && comm.world_size() > 1) check_folder_shared(comm);
   state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, data_identity);
   for (const ckpt::FolderLock* lock : {run_lock_.get(), folder_lock_.get()}) {

@@ -308,6 +308,13 @@ TEST(ResumeData, TheSameFilesInAnotherOrderAreAChange) {
   const std::vector<std::string> swapped = data_changes(saved, nlohmann::json::array({b, a}));
   ASSERT_EQ(swapped.size(), 1u);
   EXPECT_EQ(swapped[0], "the order of the data files: d/a.bin, d/b.bin -> d/b.bin, d/a.bin");
+  // Moved with their contents swapped between the names: each named with the saved one (the two
+  // lists read alike).
+  const std::vector<std::string> renamed =
+      data_changes(saved, nlohmann::json::array({data_file("e/a.bin", 200, 2), data_file("e/b.bin", 100, 1)}));
+  ASSERT_EQ(renamed.size(), 1u);
+  EXPECT_EQ(renamed[0],
+            "the order of the data files: d/a.bin, d/b.bin -> e/a.bin (saved as d/b.bin), e/b.bin (saved as d/a.bin)");
   const std::vector<std::string> resized =
       data_changes(saved, nlohmann::json::array({a, data_file("d/b.bin", 300, 2)}));
   ASSERT_EQ(resized.size(), 1u);

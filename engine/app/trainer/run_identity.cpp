@@ -324,12 +324,18 @@ std::vector<std::string> file_changes(const nlohmann::json& saved, const nlohman
     }
   }
   if (changes.empty()) {  // every file the same, read in another order: other windows make each step
-    auto paths = [](const nlohmann::json& files) {
-      std::vector<std::string> out;
-      for (const nlohmann::json& f : files) out.push_back(f["path"].get<std::string>());
-      return fmt::format("{}", fmt::join(out, ", "));
-    };
-    changes.push_back(fmt::format("the order of the data files: {} -> {}", paths(saved), paths(now)));
+    std::vector<std::string> before, after;
+    for (const nlohmann::json& f : saved) before.push_back(path_of(f));
+    // A file whose contents another name held (moved and renamed, or names swapped) is named with
+    // the saved one: the two lists could otherwise read alike.
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      const std::string was = path_of(saved[static_cast<std::size_t>(match[i])]);
+      after.push_back(same_name(saved[static_cast<std::size_t>(match[i])], now[i])
+                          ? path_of(now[i])
+                          : fmt::format("{} (saved as {})", path_of(now[i]), was));
+    }
+    changes.push_back(
+        fmt::format("the order of the data files: {} -> {}", fmt::join(before, ", "), fmt::join(after, ", ")));
   }
   return changes;
 }

@@ -94,6 +94,27 @@ def main():
               len(PRINTED.findall(two.stdout)) == 1,
               f"... and under mpirun -np 2 the same, printed once ({two.stdout.strip()}; {two.stderr.strip()[-200:]})")
 
+    # int8 gathers (zero.gather_dtype) act on several ranks, not on one rank's solo path: a 1-rank
+    # stage-1 run's --val is its logged val_loss, without the note (which said it differed), and a
+    # 2-rank one's checkpoint is noted.
+    int8 = ["--set", "train.deterministic=true", "--set", "zero.stage=1", "--set", "zero.gather_dtype=int8"]
+    solo = os.path.join(work, "int8_solo")
+    p = run([binary, "train", "--config", CONFIG, "--run-dir", solo, *common, *int8])
+    if check(p.returncode == 0, f"a 1-rank run with int8 gathers ({p.stderr.strip()[-300:]})"):
+        for flag, where in (("--run", solo), ("--ckpt", os.path.join(solo, "checkpoints"))):
+            e = run([binary, "eval", flag, where, "--val"])
+            check(printed_loss(e) == logged(solo, 4) and "int8" not in e.stderr,
+                  f"int8 gathers on one rank's solo path: {flag} --val is the logged val_loss, no note "
+                  f"({e.stdout.strip()} vs {logged(solo, 4)}; {e.stderr.strip()[-200:]})")
+    pair = os.path.join(work, "int8_pair")
+    p = run([*launcher, "-np", "2", binary, "train", "--config", CONFIG, "--run-dir", pair, *common, *int8],
+            timeout=600)
+    if check(p.returncode == 0, f"a 2-rank run with int8 gathers ({p.stderr.strip()[-300:]})"):
+        for flag, where in (("--run", pair), ("--ckpt", os.path.join(pair, "checkpoints"))):
+            e = run([binary, "eval", flag, where, "--val"])
+            check(e.returncode == 0 and "int8-decoded weights (zero.gather_dtype)" in e.stderr,
+                  f"int8 gathers on 2 ranks: {flag} --val notes them ({e.stderr.strip()[-300:]})")
+
     # bf16 activations: --val computes in them unless --dtype says otherwise (then said in a note).
     bf16 = os.path.join(work, "bf16_activations")
     p = run([binary, "train", "--config", CONFIG, "--run-dir", bf16, *common, "--set", "train.deterministic=true",

@@ -11,14 +11,17 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/cli/commands/standalone_model.h"
+#include "engine/app/config/zero_section.h"
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/choice_file.h"
 #include "engine/app/data/token_corpus.h"
@@ -35,6 +38,23 @@
 namespace zt::cli {
 
 namespace {
+
+// The ranks that computed what --val compares with: a checkpoint's (as a resume counts them), else
+// the run's last memory record's (its final segment's, whose weights final.safetensors holds); 0
+// where neither says.
+int logged_ranks(const WeightSource& source) {
+  if (source.checkpoint) return source.checkpoint->manifest().data_parallel_ranks();
+  std::ifstream log(std::filesystem::path(source.path) / "metrics.jsonl");
+  int ranks = 0;
+  for (std::string line; std::getline(log, line);) {
+    if (line.find("\"memory\"") == std::string::npos) continue;  // the parse for those records alone
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (r.is_object() && r.value("type", "") == "memory" && r.contains("ranks") && r["ranks"].is_number_integer()) {
+      ranks = r["ranks"].get<int>();
+    }
+  }
+  return ranks;
+}
 
 // The mean cross-entropy over every position of the first `windows` windows of T + 1 tokens laid
 // back to back from the corpus' start (llm.c's sequential order, shard after shard). Each rank of
@@ -137,6 +157,7 @@ int eval_main(const std::vector<std::string>& args) {
   std::optional<data::TokenCorpus> corpus;
   std::optional<RunConfig> run;  // --val: the run's config and its data
   std::optional<DataSource> run_data;
+  int run_ranks = 0;  // --val: the ranks its logged val_loss was computed on (0: not known)
   int T = 1;
   std::int64_t windows = 0;
   // A checkpoint folder is resolved by rank 0 alone and its choice sent to the others: resolved on
@@ -160,6 +181,7 @@ int eval_main(const std::vector<std::string>& args) {
     }
     if (parser.has("val")) {
       run.emplace(saved_run_config(source.saved_config, fmt::format("{}'s config", source.path)));
+      run_ranks = logged_ranks(source);
       // Its data keys as it read them: paths relative to where it started, which a refusal from
       // elsewhere says (its config.json keeps them as given).
       try {
@@ -283,8 +305,13 @@ int eval_main(const std::vector<std::string>& args) {
     if (source.activations != run->activation_dtype) {
       unlike.push_back(fmt::format("its activations were {}", named(run->activation_dtype)));
     }
-    if (run->zero.gather_wire == WireDType::kInt8 && run->zero.stage >= 1) {
-      unlike.push_back("it computed with int8-decoded weights (zero.gather_dtype), these are its exact ones");
+    // int8 gathers act on several ranks (or one off its solo path): as the run was, where it says.
+    RunConfig as_run = *run;
+    as_run.world_size = run_ranks > 0 ? run_ranks : 2;
+    if (acting_zero_options(as_run).gather_wire == WireDType::kInt8) {
+      unlike.push_back(
+          fmt::format("it computed with int8-decoded weights (zero.gather_dtype{}), these are its exact ones",
+                      run_ranks > 0 ? "" : ", on several ranks"));
     }
     if (root && !unlike.empty()) {
       print_err("zerotrain eval: note: --val on {} with {} activations: {}; its logged val_loss differs slightly\n",

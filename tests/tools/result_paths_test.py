@@ -38,6 +38,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -135,6 +136,37 @@ def check_checkpointing_cleans_up(check, work):
           f"bench_checkpointing, a failing run: exit 1 and no temporary folder left (exit {p.returncode}, {left})")
 
 
+def check_zero_bench_failure(check, work):
+    """bench_zero.py with a zerotrain whose runs fail: the engine's line with the run's ranks and stage,
+    exit 1 (it printed the whole mpirun command and the stderr tail), and no zt_zerobench_* folder
+    left in TMPDIR; SIGTERM, as a time limit sends it, leaves none either (atexit ran only on an exit)."""
+    failing = os.path.join(work, "zerotrain")
+    with open(failing, "w") as f:
+        f.write("#!/bin/sh\n"
+                "if [ \"$1\" = memory ]; then echo '{\"params\": 1000, \"micro_batch\": 2, \"seq_len\": 8}'; exit 0; fi\n"
+                "if [ -n \"$ZT_HANG\" ]; then sleep 20; fi\n"
+                "echo 'zerotrain: error: a planted failure' >&2\nexit 2\n")
+    os.chmod(failing, 0o755)
+    tmp = os.path.join(work, "tmp")
+    os.mkdir(tmp)
+    argv = [sys.executable, os.path.join(TOOLS, "bench_zero.py"), "--zerotrain", failing, "--out-dir",
+            os.path.join(work, "out")]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=tmp))
+    lines = p.stderr.strip().splitlines()
+    left = glob.glob(os.path.join(tmp, "zt_zerobench_*"))
+    check(p.returncode == 1 and len(lines) == 1 and "stage 0" in lines[0] and "planted failure" in lines[0]
+          and not left, f"bench_zero, a failing run: its line, exit 1, no folder left ({p.returncode}: {lines}, {left})")
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, TMPDIR=tmp, ZT_HANG="1"))
+    deadline = time.monotonic() + 60
+    while not glob.glob(os.path.join(tmp, "zt_zerobench_*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.terminate()
+    proc.wait(timeout=120)
+    left = glob.glob(os.path.join(tmp, "zt_zerobench_*"))
+    check(proc.returncode == 143 and not left, f"bench_zero stopped by SIGTERM: no folder left ({proc.returncode}, {left})")
+
+
 def main():
     zerotrain = os.path.abspath(sys.argv[1])
     checks = Checks()
@@ -216,6 +248,7 @@ def main():
     check_planner_table(check)
     check_zero_ratios_by_round(check)
     check_checkpointing_cleans_up(check, checks.work_folder("zt_ckpt_policy_cleanup_"))
+    check_zero_bench_failure(check, checks.work_folder("zt_zero_bench_failure_"))
     # Ctrl-C in a tool: one line, exit 130, its temporary work folder removed (a 3.3 GB one stayed in
     # /tmp with a traceback); a zerotrain command that fails: its own error line, not a
     # CalledProcessError's traceback; memory_report's --name is a plain file name, refused up front.

@@ -224,5 +224,24 @@ TEST(LauncherTerminationDeathTest, NamesTheWaitSiteUnlessTheRankAlreadyReportedI
       testing::ExitedWithCode(2), "^$");
 }
 
+// Slurm's scancel signals mpirun and every rank at once: the ranks save their stop checkpoint, and
+// mpirun's own SIGTERM reaches a rank whose save is whole. It says that and the resume, not the
+// save's wait site as if the save had been cut.
+TEST(LauncherTerminationDeathTest, AfterTheStopCheckpointIsSavedItSaysSo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string context = "the checkpoint save of step 94";
+  EXPECT_EXIT(
+      {
+        install_launcher_termination_handler();
+        record_wait_site(nullptr, &context);
+        note_stop_checkpoint_saved("run/checkpoints/step_00000094");
+        std::raise(SIGTERM);
+        std::exit(0);
+      },
+      testing::ExitedWithCode(1),
+      "note: the launcher ended this rank after its stop checkpoint run/checkpoints/step_00000094 was saved whole: "
+      "continue with --resume latest");
+}
+
 }  // namespace
 }  // namespace zt

@@ -341,6 +341,7 @@ void stop_after(TrainerState& s, RunProgress& run, int steps_completed) {
   summary.stopped_after_step = steps_completed;
   save_and_finish(s, run, steps_completed);  // the stop's checkpoint is complete before the process exits
   summary.stop_checkpoint = run.last_saved_path;
+  if (!run.last_saved_path.empty()) note_stop_checkpoint_saved(run.last_saved_path);
   const std::string by = summary.stop_signal > 0 ? signal_name(summary.stop_signal) : "a signal to another rank";
   s.log({{"type", "stop"}, {"step", steps_completed}, {"signal", by}, {"checkpoint", run.last_saved_path}});
   s.progress.message(fmt::format("step {}: stopping on {}; resume with --resume latest", steps_completed, by));

@@ -43,6 +43,10 @@ volatile std::sig_atomic_t g_reported_exit_code = 0;
 std::atomic<const char*> g_stop_hint{""};
 constexpr const char* kCheckpointHint = " (SIGUSR1 to mpirun stops with a checkpoint)";
 
+// note_stop_checkpoint_saved's line, formatted there (the handler only writes it); null until then.
+char g_saved_line_text[kInflightBytes] = {0};
+std::atomic<const char*> g_saved_line{nullptr};
+
 void write_stderr(const char* text) {
   ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
   (void)ignored;
@@ -50,6 +54,10 @@ void write_stderr(const char* text) {
 
 [[noreturn]] void terminate_for_launcher() {
   if (g_reported_exit_code != 0) _exit(g_reported_exit_code);
+  if (const char* saved = g_saved_line.load(); saved != nullptr) {
+    write_stderr(saved);
+    _exit(1);
+  }
   static const char kUnknown[] =
       "zerotrain: error: the launcher stopped this rank because another rank failed, or mpirun was "
       "interrupted";
@@ -203,6 +211,14 @@ void record_wait_site(const std::string* description, const std::string* context
                   where, g_stop_hint.load());
   }
   g_inflight_generation.store(generation + 1, std::memory_order_release);
+}
+
+void note_stop_checkpoint_saved(const std::string& path) {
+  std::snprintf(g_saved_line_text, kInflightBytes,
+                "zerotrain: note: the launcher ended this rank after its stop checkpoint %s was saved whole: "
+                "continue with --resume latest\n",
+                path.c_str());
+  g_saved_line.store(g_saved_line_text);
 }
 
 void set_launcher_stop_hint(bool stops_with_checkpoint) {

@@ -24,6 +24,11 @@ void note_error_reported(int exit_code);
 // The exit code note_error_reported recorded, or 0 when no error was reported.
 int reported_exit_code();
 
+// Says this rank's stop checkpoint (`path`) is saved whole: from then on the launcher's SIGTERM
+// (mpirun ending a job that Slurm's scancel signalled too) prints that, and the resume, rather than
+// a wait site that reads as an interrupted save; it still exits 1, as the job's end is mpirun's.
+void note_stop_checkpoint_saved(const std::string& path);
+
 // Makes SIGTERM print the recorded wait site and exit 1: what a rank shows when the launcher stops
 // it because another rank died. The MPI backend installs it.
 void install_launcher_termination_handler();

@@ -711,7 +711,11 @@ def main():
     checks.check(p.returncode == 2 and not os.path.exists(os.path.join(work, "made")),
                  f"a run refused at the weights' load removes the directory it made "
                  f"({sorted(os.listdir(new_dir)) if os.path.exists(new_dir) else 'gone'})")
+    fifo = os.path.join(work, "weights_fifo.safetensors")
+    os.mkfifo(fifo)
     for what, source, sets, fragments in [
+        # A FIFO by a weights file's name: refused by its name, never opened (its open waits for a writer).
+        ("a FIFO named as a safetensors file", fifo, [], ["weights_fifo.safetensors", "a safetensors file"]),
         # A file of a folder: the folder is what reads (the files' own headers were read as llm.c's).
         ("a Hugging Face folder's config.json", os.path.join(by_label["llama f32 one file"][1], "config.json"), [],
          ["config.json: a file of the Hugging Face folder", "give the folder"]),

@@ -220,6 +220,34 @@ def main():
     with open(blocked, "wb") as f:
         f.write(saved_config)
 
+    # A single file replacing its earlier self is one rename: killed just before it, the earlier
+    # file is still under its name (it went aside first, and a kill left the name empty); a name
+    # at the length limit is re-exported (the aside name did not fit); and what a kill left aside
+    # in a folder goes with the next export into it.
+    single = [binary, "ckpt", "export", os.path.join(run, "checkpoints"), "--format", "llmc", "--out"]
+    model_bin = os.path.join(work, "single", "model.bin")
+    subprocess.run(single + [model_bin], check=True, capture_output=True)
+    single_before = open(model_bin, "rb").read()
+    p = subprocess.run(single + [model_bin], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, ZT_TEST_EXPORT_EXIT_AFTER_RENAMES="0"))
+    checks.check(p.returncode == 137 and open(model_bin, "rb").read() == single_before and
+                 not [n for n in os.listdir(os.path.dirname(model_bin)) if "zt-replaced" in n],
+                 f"an llm.c export killed before its one rename leaves the earlier file under its name "
+                 f"({p.returncode}: {sorted(os.listdir(os.path.dirname(model_bin)))})")
+    long_bin = os.path.join(work, "single", "m" * 246 + ".bin")
+    first, again = (subprocess.run(single + [long_bin], capture_output=True, text=True) for _ in range(2))
+    checks.check(first.returncode == 0 and again.returncode == 0,
+                 f"an llm.c export over one whose name is 250 bytes long ({again.stderr.strip()[-200:]})")
+    p = subprocess.run(other_export + [earlier], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, ZT_TEST_EXPORT_EXIT_AFTER_RENAMES="1"))
+    aside = [n for n in os.listdir(earlier) if n.endswith(".zt-replaced")]
+    after = subprocess.run(export + [earlier], capture_output=True, text=True, timeout=120)
+    checks.check(p.returncode == 137 and aside and after.returncode == 0 and
+                 not [n for n in os.listdir(earlier) if n.endswith(".zt-replaced") or n.endswith(".tmp")] and
+                 open(os.path.join(earlier, "model.safetensors"), "rb").read() == earlier_bytes,
+                 f"what an export killed between its renames kept aside ({aside}) goes with the next export "
+                 f"({sorted(os.listdir(earlier))})")
+
     # The folders an output needs, made by the command: gone again when it fails part way (a file
     # size limit: write fails "File too large") or is stopped just after making them
     # (ZT_TEST_SIGNAL_AFTER_FOLDERS), where they once stayed behind, empty.

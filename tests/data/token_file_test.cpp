@@ -238,9 +238,14 @@ TEST(TokenFile, AutoRefusesADamagedLlmcHeaderByItsPadding) {
                      {path, "unknown magic 20240521", "zero past its third word", "data.format"});
   write_file(path, llmc_bytes(0, 0, 0, kTokens));  // the header wiped
   expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65536); }, {path, "unknown magic 0"});
-  // Raw tokens that are not zero there read as raw, as before.
+  // Raw tokens that are not zero there read as raw, as before; so do padded ones, pad id 0 (their
+  // third pair of tokens is no version word).
   std::vector<std::uint16_t> raw(600, 5);
   write_file(path, raw_bytes(raw));
+  EXPECT_EQ(TokenFile::open(path, TokenFileFormat::kAuto, 65).format(), TokenFileFormat::kNanoGpt);
+  std::vector<std::uint16_t> padded = {5, 6, 7, 8, 9, 10};
+  padded.resize(600, 0);
+  write_file(path, raw_bytes(padded));
   EXPECT_EQ(TokenFile::open(path, TokenFileFormat::kAuto, 65).format(), TokenFileFormat::kNanoGpt);
 }
 

@@ -121,7 +121,10 @@ std::vector<std::string> set_aside_where(const std::string& folder, Other&& othe
     fs::path target = aside / name;
     for (int n = 2; fs::exists(target); ++n) target = aside / fmt::format("{}.{}", name, n);
     fs::rename(c.path, target, ec);
-    if (ec) throw_runtime_error("cannot move checkpoint '{}' to '{}': {}", c.path, target.string(), ec.message());
+    if (ec) {
+      throw_runtime_error("cannot move checkpoint '{}' to '{}': {}{}", c.path, target.string(), ec.message(),
+                          moved.empty() ? "" : fmt::format(" (moved there before it: {})", fmt::join(moved, ", ")));
+    }
     moved.push_back(name);
   }
   const std::string latest = read_latest(folder);
@@ -130,6 +133,8 @@ std::vector<std::string> set_aside_where(const std::string& folder, Other&& othe
   }
   const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
   const std::string newest = complete.empty() ? "" : fs::path(complete.back().path).filename().string();
+  // The moves are done: a failure from here says them (a resume passes over a `latest` naming one).
+  const std::string moves = fmt::format("after moving {} to {}", fmt::join(moved, ", "), aside.string());
   try {
     if (!newest.empty()) {
       write_latest(folder, newest);
@@ -137,10 +142,13 @@ std::vector<std::string> set_aside_where(const std::string& folder, Other&& othe
       std::error_code ec;
       fs::remove(fs::path(folder) / kLatestName, ec);
     }
+  } catch (const std::exception& e) {
+    throw_runtime_error("{} ({}: `latest` still names {}, which a resume now passes over)", e.what(), moves, latest);
+  }
+  try {
     sync_dir(folder);
-  } catch (const std::exception& e) {  // the moves are done: said, as a resume then passes over `latest`
-    throw_runtime_error("{} (after moving {} to {}: `latest` still names {}, which a resume now passes over)", e.what(),
-                        fmt::join(moved, ", "), aside.string(), latest);
+  } catch (const std::exception& e) {
+    throw_runtime_error("{} ({})", e.what(), moves);
   }
   return moved;
 }
@@ -223,6 +231,17 @@ std::vector<std::string> set_aside_other_trajectories(const std::string& folder,
 }
 
 namespace {
+
+// Whether superseded/ holds a checkpoint set aside from the folder as `name` (or `name`.N, the
+// name being taken there).
+bool set_aside_as(const std::string& folder, const std::string& name) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(folder) / kSupersededName, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n == name || n.starts_with(name + ".")) return true;
+  }
+  return false;
+}
 
 // A folder's checkpoints in the order resolution tries them, newest first: latest's, and before
 // it the step_* newer than it that continue it (each one's previous_save_id the save_id of the one
@@ -325,11 +344,11 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
   std::string first_error;
   for (const std::string& c : candidates) {
     try {
-      // `latest` naming one a rollback resume moved aside, which failed before it re-pointed it.
+      // `latest` naming one a rollback resume moved aside (as NAME, or NAME.2 where that was taken),
+      // which failed before it re-pointed it.
       std::error_code gone_ec;
-      const fs::path moved_aside = fs::path(path) / kSupersededName / fs::path(c).filename();
-      if (!fs::exists(c, gone_ec) && fs::is_directory(moved_aside, gone_ec)) {
-        throw_input_error("{}: moved to {} by a resume from an earlier step", c, moved_aside.string());
+      if (!fs::exists(c, gone_ec) && set_aside_as(path, fs::path(c).filename().string())) {
+        throw_input_error("{}: moved to {}/{}/ by a resume from an earlier step", c, path, kSupersededName);
       }
       FileHandle held = FileHandle::hold_for_reading(c);  // before keep_last can take it from under us
       // Too late: a live run's keep_last moved it away (a newer one is complete). One that could

@@ -113,11 +113,14 @@ bool looks_like_llmc_header(const std::array<std::int32_t, 3>& h, std::int64_t s
   return rest == 2 * std::int64_t{h[2]} || rest == 4 * std::int64_t{h[2]};
 }
 
-// Whether the header's words past magic, version and count are zero, as llm.c writes them: a
-// damaged llm.c file (another magic, the file cut or grown, or the header wiped) keeps them so,
-// where raw uint16 tokens would be 506 tokens of id 0 in a row.
-bool has_llmc_header_padding(const unsigned char* bytes, std::int64_t size_bytes) {
-  if (size_bytes < kLlmcHeaderBytes) return false;
+// Whether the header is llm.c's in its shape: a small version word and the words past magic,
+// version and count zero, as llm.c writes them. A damaged llm.c file (another magic, the file cut
+// or grown, or the header wiped) keeps that shape, where raw uint16 tokens would be a third token
+// pair whose second is 0 and 506 tokens of id 0 in a row (padded data with a pad id of 0 still
+// reads as raw tokens).
+bool has_llmc_header_padding(const std::array<std::int32_t, 3>& h, const unsigned char* bytes,
+                             std::int64_t size_bytes) {
+  if (size_bytes < kLlmcHeaderBytes || h[1] < 0 || h[1] > 255) return false;
   return std::all_of(bytes + 3 * sizeof(std::int32_t), bytes + kLlmcHeaderBytes,
                      [](unsigned char b) { return b == 0; });
 }
@@ -171,7 +174,7 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
           header[0] == kChoiceFileMagic ? " (it goes in data.choice_file, or zerotrain eval --choices)"
                                         : " (it goes in train.init_from, or --from)");
     } else if (size_bytes >= kLlmcHeaderBytes &&
-               (looks_like_llmc_header(header, size_bytes) || has_llmc_header_padding(bytes, size_bytes))) {
+               (looks_like_llmc_header(header, size_bytes) || has_llmc_header_padding(header, bytes, size_bytes))) {
       throw_input_error(
           "{}: unknown magic {} in an llm.c-style token file header{} (known: {} for uint16 GPT-2 tokens, "
           "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" (zerotrain eval: --format nanogpt) if it "

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -72,16 +73,27 @@ void check_output_path(const std::string& path, std::string_view what) {
   }
 }
 
-std::string staging_path(const std::string& path) {
-  constexpr std::string_view kSuffix = ".tmp";
+namespace {
+
+// `path` with `suffix` on its name, which is cut to fit NAME_MAX where it would not: distinct
+// targets sharing a long prefix keep distinct names (the hash of the whole name).
+std::string suffixed_path(const std::string& path, std::string_view suffix) {
   const std::filesystem::path p(path);
   const std::string name = p.filename().string();
-  if (name.size() + kSuffix.size() <= NAME_MAX) return path + std::string(kSuffix);
-  // Distinct targets sharing a long prefix keep distinct staging names (the hash of the whole name).
+  if (name.size() + suffix.size() <= NAME_MAX) return path + std::string(suffix);
   const std::string hash = fmt::format("-{:016x}", std::hash<std::string>{}(name));
-  const std::string short_name = name.substr(0, NAME_MAX - hash.size() - kSuffix.size()) + hash + std::string(kSuffix);
+  const std::string short_name = name.substr(0, NAME_MAX - hash.size() - suffix.size()) + hash + std::string(suffix);
   return (p.parent_path() / short_name).string();
 }
+
+constexpr std::string_view kReplacedSuffix = ".zt-replaced";
+
+// Where StagedFiles::commit keeps an earlier output's file until the new output is whole.
+std::string replaced_name(const std::string& path) { return suffixed_path(path, kReplacedSuffix); }
+
+}  // namespace
+
+std::string staging_path(const std::string& path) { return suffixed_path(path, ".tmp"); }
 
 namespace {
 
@@ -141,13 +153,6 @@ void remove_partial_outputs_on_signal() {
     if (!signal_ignored(sig)) std::signal(sig, remove_partial_outputs_and_end);  // nohup's stays ignored
   }
 }
-
-namespace {
-
-// Where StagedFiles::commit keeps an earlier output's file while the new one takes its name.
-std::string replaced_name(const std::string& path) { return path + ".zt-replaced"; }
-
-}  // namespace
 
 StagedFiles::~StagedFiles() {
   for (const Staged& f : staged_) std::remove(f.tmp.c_str());  // those not committed
@@ -211,13 +216,16 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
   const bool marked = !remove_first.empty() || staged_.size() > 1;
   std::error_code gone;
   const bool was_marked = std::filesystem::exists(marker, gone);  // an earlier cut's: kept where this one fails
-  // The earlier output's files (those replaced, and remove_first's) first go aside under another
-  // name, then the staged ones take their names: a failure in either step (a file in the way that
-  // will not move, a directory of the output's name) puts back what moved, so the destination is
-  // as it was. A directory in the way is refused before anything moves.
-  std::vector<std::string> replaced;
-  for (const std::string& path : remove_first) replaced.push_back(path);
-  for (const Staged& f : staged_) replaced.push_back(f.path);
+  // Until the new output is whole, the earlier one's files are kept under NAME.zt-replaced: each
+  // file a staged one replaces as a second link (its name keeps it until the rename replaces it
+  // in one step), each of remove_first's moved there (gone from its name before the first rename).
+  // A failure on the way (a file that will not move, a rename refused) puts each back, so the
+  // destination is as it was. One file replacing its earlier self is one rename: nothing is kept.
+  // A directory in the way is refused before anything moves.
+  std::vector<std::string> replaced = remove_first;
+  for (const Staged& f : staged_) {
+    if (std::find(replaced.begin(), replaced.end(), f.path) == replaced.end()) replaced.push_back(f.path);
+  }
   for (const std::string& path : replaced) {
     std::error_code ec;
     if (std::filesystem::is_directory(std::filesystem::symlink_status(path, ec))) {
@@ -229,27 +237,39 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
                             "an output being replaced here was cut before it was whole: run its command again\n");
     ckpt::sync_dir(folder);
   }
-  std::vector<std::string> moved_aside, renamed;
+  std::vector<std::string> kept, renamed;  // earlier files kept aside; staged files on their names
   const auto fail = [&](const std::string& what) {
-    bool restored = true;  // each new file off its name, each earlier one back on it
-    for (const std::string& path : renamed) restored &= std::remove(path.c_str()) == 0;
-    for (const std::string& path : moved_aside) {
+    bool restored = true;
+    for (const std::string& path : renamed) {  // a new file with no earlier one off its name
+      if (std::find(kept.begin(), kept.end(), path) == kept.end()) restored &= std::remove(path.c_str()) == 0;
+    }
+    std::vector<std::string> left;
+    for (const std::string& path : kept) {  // back over the new file, or onto its own link (no change)
       std::error_code ec;
       std::filesystem::rename(replaced_name(path), path, ec);
+      if (!ec) std::remove(replaced_name(path).c_str());  // the second link, where it was one
+      if (ec) left.push_back(replaced_name(path));
       restored &= !ec;
     }
     if (restored && marked && !was_marked) std::remove(marker.c_str());
-    throw_runtime_error(
-        "{}{}", what,
-        restored ? " (the earlier output is back in place)"
-                 : fmt::format(" (the earlier output could not be put back whole: {} marks the folder)", marker));
+    throw_runtime_error("{}{}", what,
+                        restored ? " (the earlier output is back in place)"
+                                 : fmt::format(" (the earlier output could not be put back whole: its files are {}; "
+                                               "{} marks the folder)",
+                                               fmt::join(left, ", "), marker));
   };
-  for (const std::string& path : replaced) {
-    std::error_code ec;
-    if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) continue;
-    std::filesystem::rename(path, replaced_name(path), ec);
-    if (ec) fail(fmt::format("cannot replace '{}': {}", path, ec.message()));
-    moved_aside.push_back(path);
+  if (marked) {
+    for (const std::string& path : replaced) {
+      std::error_code ec;
+      if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) continue;
+      const std::string aside = replaced_name(path);
+      std::remove(aside.c_str());  // an earlier cut's
+      const bool goes = std::find(remove_first.begin(), remove_first.end(), path) != remove_first.end();
+      // A second link where the file system has them; else moved (its name empty until the rename).
+      if (goes || ::link(path.c_str(), aside.c_str()) != 0) std::filesystem::rename(path, aside, ec);
+      if (ec) fail(fmt::format("cannot replace '{}': {}", path, ec.message()));
+      kept.push_back(path);
+    }
   }
   for (const Staged& f : staged_) {
     if (renames_left-- == 0) std::_Exit(137);
@@ -262,8 +282,18 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
     if (ec) fail(fmt::format("cannot rename '{}' to '{}': {}", f.tmp, f.path, ec.message()));
     renamed.push_back(f.path);
   }
-  // Whole: the earlier files go, and any an earlier cut left aside under these names.
-  for (const std::string& path : replaced) std::remove(replaced_name(path).c_str());
+  // Whole: the earlier files go, and any an earlier cut left aside in the output's folder (its
+  // own: a marked output is a folder's, which its writer holds).
+  for (const std::string& path : kept) std::remove(replaced_name(path).c_str());
+  if (marked) {
+    std::error_code ec;
+    for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(folder, ec)) {
+      std::error_code type_ec;
+      if (e.path().filename().string().ends_with(kReplacedSuffix) && !e.is_directory(type_ec)) {
+        std::remove(e.path().c_str());
+      }
+    }
+  }
   staged_.clear();  // and their holds
   ckpt::sync_dir(folder);
   if (marked) {

@@ -83,11 +83,13 @@ class StagedFiles {
   // `remove_first`: files the output no longer has, removed before the first rename (an earlier
   // output's config.json, so that a kill during the renames leaves none beside the new files).
   // After every staged file is on disk and with SIGINT, SIGTERM and SIGHUP held, the earlier
-  // files (those replaced, and remove_first's) go aside as NAME.zt-replaced, then the staged ones
-  // take their names, then the earlier ones go: a failure on the way (a file that will not move,
-  // a directory of an output's name) puts back what moved and leaves no staging file, the
-  // destination as it was. Where it takes more than one step, kIncompleteOutputMarker marks the
-  // folder from the first until the last (and after a kill between them).
+  // files are kept as NAME.zt-replaced (a second link of each one a staged file replaces, so its
+  // name never goes empty; remove_first's moved there), then the staged ones take their names,
+  // then the earlier ones go (and those an earlier cut left in the folder): a failure on the way
+  // (a file that will not move, a directory of an output's name) puts back what moved and leaves
+  // no staging file, the destination as it was. A single file replacing its earlier self is one
+  // atomic rename. Where it takes more than one step, kIncompleteOutputMarker marks the folder from
+  // the first until the last (and after a kill between them).
   // ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=n (docs/config.md, "Testing hooks"): the process ends after
   // n renames, as a kill there would end it.
   void commit(const std::string& dir, const std::vector<std::string>& remove_first = {});

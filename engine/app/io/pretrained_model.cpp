@@ -39,6 +39,8 @@ std::string zerotrain_output_kind(const fs::path& path) {
 // Whether the file's first word is llm.c's magic: a damaged llm.c model file, whose own fault its
 // reader names, wherever it lies.
 bool opens_with_llmc_magic(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;  // a FIFO's open would wait for a writer
   std::ifstream in(path, std::ios::binary);
   std::int32_t magic = 0;
   return in.read(reinterpret_cast<char*>(&magic), sizeof(magic)) && magic == kLlmcModelMagic;

@@ -711,7 +711,8 @@ def main():
     checks.check(p.returncode == 2 and not os.path.exists(os.path.join(work, "made")),
                  f"a run refused at the weights' load removes the directory it made "
                  f"({sorted(os.listdir(new_dir)) if os.path.exists(new_dir) else 'gone'})")
-    fifo = os.path.join(work, "weights_fifo.safetensors")
+    fifo = os.path.join(work, "fifo_only", "weights_fifo.safetensors")
+    os.makedirs(os.path.dirname(fifo))
     os.mkfifo(fifo)
     for what, source, sets, fragments in [
         # A FIFO by a weights file's name: refused by its name, never opened (its open waits for a writer).

@@ -92,19 +92,19 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     }
     check_memory_fits(config_, comm.world_size(), rank_device_index(config_));
   });
-  if (comm.rank() == 0) {
-    std::error_code ec;
-    std::filesystem::create_directories(run_dir_, ec);
-    if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
-  }
-  // One run writes a run directory, and a checkpoint folder, at a time: rank 0 holds their locks
-  // (the files are its to write), and every rank learns whether it could, before anything in them
-  // is opened or written.
+  // Every rank writes its checkpoint files into the folder: each checks it, the ranks agree (one
+  // rank's refusal is the job's, said once, where the others waited for it in the next collective).
   const bool saves = writes_checkpoints(config_);
-  if (saves) check_checkpoint_folder(config_, run_dir_);
+  if (saves) on_every_rank(comm, [&] { check_checkpoint_folder(config_, run_dir_); });
+  // One run writes a run directory, and a checkpoint folder, at a time: rank 0 makes the directory
+  // and holds their locks (the files are its to write), and every rank learns whether it could,
+  // before anything in them is opened or written.
   std::string refused;
   if (comm.rank() == 0) {
     try {
+      std::error_code ec;
+      std::filesystem::create_directories(run_dir_, ec);
+      if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
       check_run_directory(run_dir_);
       run_lock_ = std::make_unique<ckpt::FolderLock>(run_dir_, run_dir_, ckpt::LockedFolder::kRunDirectory);
       if (saves) folder_lock_ = std::make_unique<ckpt::FolderLock>(config_.checkpoint.folder_for(run_dir_), run_dir_);

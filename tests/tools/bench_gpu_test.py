@@ -199,8 +199,9 @@ def check_time_limit_bounds_a_compile(checks, work):
     order = []
     try:
         bench_gpu.make_engines = lambda: {e.name: e for e in [
-            FakeEngine("zerotrain-s0", 100.0, order), gpt2_bench_engines.Torch("pytorch-max-autotune-cudnn", "max-autotune",
-                                                                      "cudnn"), FakeEngine("llmc", 105.0, order)]}
+            FakeEngine("zerotrain-s0", 100.0, order),
+            gpt2_bench_engines.Torch("pytorch-max-autotune-cudnn", "max-autotune", "cudnn"),
+            FakeEngine("llmc", 105.0, order)]}
         out = os.path.join(work, "bounded.json")
         printed = io.StringIO()
         began = time.monotonic()

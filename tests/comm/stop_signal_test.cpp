@@ -224,6 +224,24 @@ TEST(LauncherTerminationDeathTest, NamesTheWaitSiteUnlessTheRankAlreadyReportedI
       testing::ExitedWithCode(2), "^$");
 }
 
+// A rank stopped by the launcher (another died, mpirun interrupted) after a save committed: rank 0
+// adds the run's last complete checkpoint and the resume to its wait site (the lines named neither).
+TEST(LauncherTerminationDeathTest, NamesTheLastCompleteCheckpoint) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string context = "step 110 micro-batch 2";
+  EXPECT_EXIT(
+      {
+        install_launcher_termination_handler();
+        note_checkpoint_complete("run/checkpoints/step_00000080");
+        record_wait_site(nullptr, &context);
+        std::raise(SIGTERM);
+        std::exit(0);
+      },
+      testing::ExitedWithCode(1),
+      "stopped this rank at step 110 micro-batch 2(.|\n)*the run's last complete checkpoint is "
+      "run/checkpoints/step_00000080: continue from it with the same command and --resume latest");
+}
+
 // Slurm's scancel signals mpirun and every rank at once: the ranks save their stop checkpoint, and
 // mpirun's own SIGTERM reaches a rank whose save is whole. It says that and the resume, not the
 // save's wait site as if the save had been cut.

@@ -19,6 +19,7 @@
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/app/trainer/start_checks.h"
+#include "engine/distributed/launch/signals.h"
 
 namespace zt {
 
@@ -115,6 +116,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                                   c.checkpoint.folder_for(s.run_dir), same_ec)) {
     run.last_saved_step = run.start_step;
     run.last_saved_path = resume_checkpoint;
+    note_checkpoint_complete(resume_checkpoint);
   }
   run.start_sample = m.position.next_sample_index;
   run.start_tokens = m.position.tokens_seen;

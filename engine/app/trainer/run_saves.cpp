@@ -35,6 +35,7 @@ std::string new_save_id() {
 void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) {
   run.last_saved_path = r.path;
   run.save_lost = false;
+  note_checkpoint_complete(r.path);
   const bool async = s.async_saves != nullptr;
   s.log({{"type", "checkpoint"},
          {"step", r.step},

@@ -47,6 +47,13 @@ constexpr const char* kCheckpointHint = " (SIGUSR1 to mpirun stops with a checkp
 char g_saved_line_text[kInflightBytes] = {0};
 std::atomic<const char*> g_saved_line{nullptr};
 
+// The last complete checkpoint's line (note_checkpoint_complete, rank 0 only), added to a launcher
+// termination's: two buffers, the one not published rewritten (a handler reading the other keeps
+// it until the save after next, a step away at the least).
+char g_complete_text[2][kInflightBytes] = {{0}, {0}};
+std::atomic<const char*> g_complete_line{nullptr};
+unsigned g_complete_count = 0;  // the main thread's alone
+
 void write_stderr(const char* text) {
   ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
   (void)ignored;
@@ -58,6 +65,7 @@ void write_stderr(const char* text) {
     write_stderr(saved);
     _exit(1);
   }
+  const char* complete = g_complete_line.load();
   static const char kUnknown[] =
       "zerotrain: error: the launcher stopped this rank because another rank failed, or mpirun was "
       "interrupted";
@@ -70,12 +78,14 @@ void write_stderr(const char* text) {
     if (g_inflight_generation.load(std::memory_order_relaxed) == generation) {
       copy[kInflightBytes - 1] = '\0';
       write_stderr(copy);
+      if (complete != nullptr) write_stderr(complete);
       _exit(1);
     }
   }
   write_stderr(kUnknown);
   write_stderr(g_stop_hint.load());
   write_stderr("\n");
+  if (complete != nullptr) write_stderr(complete);
   _exit(1);
 }
 
@@ -211,6 +221,16 @@ void record_wait_site(const std::string* description, const std::string* context
                   where, g_stop_hint.load());
   }
   g_inflight_generation.store(generation + 1, std::memory_order_release);
+}
+
+void note_checkpoint_complete(const std::string& path) {
+  if (!launched_as_rank_zero()) return;  // one line for the job
+  char* text = g_complete_text[g_complete_count++ % 2];
+  std::snprintf(text, kInflightBytes,
+                "zerotrain: note: the run's last complete checkpoint is %s: continue from it with the same command "
+                "and --resume latest\n",
+                path.c_str());
+  g_complete_line.store(text);
 }
 
 void note_stop_checkpoint_saved(const std::string& path) {

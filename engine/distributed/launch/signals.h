@@ -24,6 +24,11 @@ void note_error_reported(int exit_code);
 // The exit code note_error_reported recorded, or 0 when no error was reported.
 int reported_exit_code();
 
+// Says the run's newest complete checkpoint is `path` (a save committed, or the one resumed): a
+// launcher's termination after it (another rank died, mpirun interrupted) adds it and the resume
+// to rank 0's line. Called from one thread.
+void note_checkpoint_complete(const std::string& path);
+
 // Says this rank's stop checkpoint (`path`) is saved whole: from then on the launcher's SIGTERM
 // (mpirun ending a job that Slurm's scancel signalled too) prints that, and the resume, rather than
 // a wait site that reads as an interrupted save; it still exits 1, as the job's end is mpirun's.

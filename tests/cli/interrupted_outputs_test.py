@@ -122,6 +122,18 @@ def main():
             checks.check(t.returncode == 2 and len(lines) == 1 and key in lines[0] and
                          ".zt-incomplete-output is there: a prepare into that folder was cut" in lines[0],
                          f"{key} of a dataset whose prepare was cut: refused in one line ({lines})")
+        # ... and through a symlink to its file from another folder (the link's folder was looked at).
+        links = os.path.join(work, f"links_{renames}")
+        os.makedirs(links)
+        for name in ("train.bin", "val.bin"):
+            os.symlink(os.path.join(dataset, name), os.path.join(links, name))
+        t = subprocess.run([binary, "train", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"),
+                            "--run-dir", os.path.join(work, f"cut_run_{renames}_links"), "--set",
+                            f"data.train_file={links}/train.bin", "--set", f"data.val_file={links}/val.bin", "--set",
+                            "model.vocab_size=128", "--set", "train.max_steps=1"],
+                           capture_output=True, text=True, timeout=120)
+        checks.check(t.returncode == 2 and "a prepare into that folder was cut" in t.stderr,
+                     f"a symlink to a token file of a dataset whose prepare was cut: refused ({t.stderr.strip()[-200:]})")
     # A prepare again that fails in turn before its commit (here at its vocab.json, past a file-size
     # limit) removes its own staging files, the staged vocab.json among them: the folder stays known
     # for a cut one (it refused itself, and trained on the mixed splits, before the marker).

@@ -136,13 +136,18 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
   // A prepare cut between its renames (zerotrain prepare's, tools/prepare_tokens.py's) left the
   // folder's token files of two preparations mixed, and its marker: refused by whichever key names
   // them (data.dataset said so already; data.train_files and data.train_file read them as whole).
-  const std::filesystem::path marker = std::filesystem::path(path).parent_path() / kIncompleteOutputMarker;
+  // The folder that holds the file, and through a symlink the one that holds its target.
   std::error_code ec;
-  if (std::filesystem::exists(marker, ec)) {
-    throw_input_error(
-        "{}: {} is there: a prepare into that folder was cut before it ended, so its token files may "
-        "be of two preparations mixed; run the prepare again",
-        path, marker.string());
+  for (const std::filesystem::path& file : {std::filesystem::path(path), std::filesystem::canonical(path, ec)}) {
+    if (file.empty()) continue;  // a path canonical() could not resolve: the open below names it
+    const std::filesystem::path marker = file.parent_path() / kIncompleteOutputMarker;
+    std::error_code marker_ec;
+    if (std::filesystem::exists(marker, marker_ec)) {
+      throw_input_error(
+          "{}: {} is there: a prepare into that folder was cut before it ended, so its token files may "
+          "be of two preparations mixed; run the prepare again",
+          path, marker.string());
+    }
   }
   FdGuard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) throw_input_error("{}: cannot open token file: {}", path, std::strerror(errno));

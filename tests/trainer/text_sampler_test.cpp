@@ -130,6 +130,30 @@ TEST(TokenDraw, TokensTiedWithTheKthStayInAndGreedyTakesTheLowestId) {
   EXPECT_EQ(greedy[20], 100) << "the lowest id among the most likely";
 }
 
+// A tokenizer whose ids skip numbers (added tokens far past its vocabulary): the ids it has no
+// token for are never drawn, however likely (drawn, they decoded to nothing: most of a sample
+// printed empty), greedy included; the others keep their softmax among themselves.
+TEST(TokenDraw, OnlyTheDrawableIdsAreDrawn) {
+  std::vector<float> logits(12, 0.0f);
+  for (const int v : {3, 4, 5, 6, 7, 8}) logits[static_cast<std::size_t>(v)] = 4.0f;  // the gap, most likely
+  SamplingOptions options;
+  options.temperature = 1.0f;
+  options.top_k = 0;
+  options.seed = std::random_device{}();
+  options.drawable.assign(12, true);
+  for (const int v : {3, 4, 5, 6, 7, 8}) options.drawable[static_cast<std::size_t>(v)] = false;
+  const std::vector<int> counts = draw_counts(logits, options, 3000);
+  for (std::size_t v = 0; v < logits.size(); ++v) {
+    if (!options.drawable[v]) {
+      EXPECT_EQ(counts[v], 0) << "token " << v << " has no text";
+    } else {
+      EXPECT_GT(counts[v], 300) << "token " << v << ": one of six equally likely drawable ids";
+    }
+  }
+  options.greedy = true;
+  EXPECT_EQ(draw_counts(logits, options, 10)[0], 10) << "greedy: the most likely drawable id";
+}
+
 TEST(TokenDraw, ALogitThatIsNotFiniteIsAnErrorNotAToken) {
   for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
     std::vector<float> logits(10, 0.5f);

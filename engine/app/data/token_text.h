@@ -39,6 +39,9 @@ class TokenText {
   std::string decode(std::span<const std::int32_t> ids) const;
   // The ids it can decode (0 without one): sampling draws below it.
   int size() const;
+  // Which ids below size() it decodes, where some it does not (a tokenizer whose ids skip
+  // numbers); empty where it decodes all (a vocabulary, a tokenizer without gaps, none).
+  std::vector<bool> decodable() const;
 
  private:
   std::optional<Tokenizer> tokenizer_;

@@ -260,6 +260,7 @@ std::vector<std::int32_t> Tokenizer::encode_prompt(std::string_view text) const 
   std::vector<std::int32_t> ids = prompt_prefix_;
   const std::vector<std::int32_t> body = encode(text);
   ids.insert(ids.end(), body.begin(), body.end());
+  if (ids.empty() && document_start_) return {*document_start_};
   if (ids.empty()) {  // nothing to continue: a document's start, as llm.c samples from <|endoftext|>
     // The delimiter tools/prepare_tokens.py starts each document with: the first the tokenizer has.
     for (const char* delimiter : {"<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>"}) {

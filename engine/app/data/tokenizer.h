@@ -32,14 +32,23 @@ class Tokenizer {
   // A prompt to continue: encode's ids after the special tokens the tokenizer's template puts
   // before a sequence (its post_processor's TemplateProcessing, alone or in a Sequence: Llama 3's
   // <|begin_of_text|>), as the library's encode adds them by default; what the template puts after
-  // a sequence is left out, since the prompt goes on. An empty prompt without such tokens is the
-  // document delimiter alone (<|endoftext|>, <|begin_of_text|>, <|end_of_text|> or </s>, the first
-  // the tokenizer has: what tools/prepare_tokens.py starts each document with).
+  // a sequence is left out, since the prompt goes on. An empty prompt without such tokens is a
+  // document's start alone: set_document_start's token where given (the folder's
+  // tokenizer_config.json bos_token, where transformers' generate starts), else the document
+  // delimiter (<|endoftext|>, <|begin_of_text|>, <|end_of_text|> or </s>, the first the tokenizer
+  // has: what tools/prepare_tokens.py starts each document with by default).
   std::vector<std::int32_t> encode_prompt(std::string_view text) const;
+  void set_document_start(std::int32_t id) { document_start_ = id; }
   // Ids outside the vocabulary are skipped; bytes that are not UTF-8 are kept as they are.
   std::string decode(std::span<const std::int32_t> ids) const;
   // One past the largest id (added tokens included).
   int vocab_size() const { return static_cast<int>(id_to_token_.size()); }
+  // Whether `id` names a token (a tokenizer's ids may skip numbers: added tokens far past its
+  // vocabulary), which decode gives text for.
+  bool has_id(std::int32_t id) const {
+    return id >= 0 && static_cast<std::size_t>(id) < id_to_token_.size() &&
+           !id_to_token_[static_cast<std::size_t>(id)].empty();
+  }
   std::optional<std::int32_t> token_id(const std::string& token) const;
 
  private:
@@ -52,6 +61,7 @@ class Tokenizer {
   bool add_prefix_space_ = false;
   bool ignore_merges_ = false;
   std::vector<std::int32_t> prompt_prefix_;  // the template's special tokens before a sequence
+  std::optional<std::int32_t> document_start_;
   std::unordered_map<std::string, std::int32_t> vocab_;
   std::vector<std::string> id_to_token_;
   std::map<std::string, std::int32_t, std::greater<>> added_;  // content -> id, longest first at equal prefix

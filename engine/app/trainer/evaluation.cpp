@@ -144,6 +144,7 @@ bool sample(TrainerState& s, int step, TrainSummary& summary, const StopVote& st
   };
   SamplingOptions options{c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
                           c.train.seed + static_cast<std::uint64_t>(step), text.size()};
+  options.drawable = text.decodable();
   bool stopped = false;
   // Asked every kVoteTokens draws, not every one: a token's forward on a small model is far
   // cheaper than a collective of oversubscribed ranks. Every rank counts the same draws.

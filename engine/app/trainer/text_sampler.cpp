@@ -45,10 +45,18 @@ std::vector<std::int32_t> decode_cached(std::unique_ptr<LanguageModel> model, Kv
 }  // namespace
 
 TokenDraw::TokenDraw(const SamplingOptions& options, int model_vocab)
-    : options_(options),
-      V_(options.vocab_limit > 0 ? std::min(options.vocab_limit, model_vocab) : model_vocab),
-      ranked_(static_cast<std::size_t>(V_)),
-      probs_(static_cast<std::size_t>(V_)) {}
+    : options_(options), V_(options.vocab_limit > 0 ? std::min(options.vocab_limit, model_vocab) : model_vocab) {
+  for (int v = 0; v < V_; ++v) {
+    const bool drawable =
+        options.drawable.empty() || (static_cast<std::size_t>(v) < options.drawable.size() && options.drawable[v]);
+    if (drawable) ids_.push_back(v);
+  }
+  if (ids_.empty()) {  // nothing it marks below the limit: every id, as without it
+    for (int v = 0; v < V_; ++v) ids_.push_back(v);
+  }
+  ranked_.resize(ids_.size());
+  probs_.resize(ids_.size());
+}
 
 std::int32_t TokenDraw::operator()(const float* row, std::uint64_t position) {
   const std::int32_t token = pick(row, position);
@@ -65,13 +73,14 @@ std::int32_t TokenDraw::pick(const float* row, std::uint64_t position) {
           "sampling: the model's logits for position {} are not finite (token {}: {}): its forward overflowed",
           position, v, row[v]);
     }
-    ranked_[static_cast<std::size_t>(v)] = {row[v], v};
   }
+  for (std::size_t i = 0; i < ids_.size(); ++i) ranked_[i] = {row[ids_[i]], ids_[i]};
   const auto more_likely = [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
   if (options_.greedy) return std::min_element(ranked_.begin(), ranked_.end(), more_likely)->second;
-  int k = options_.top_k > 0 ? std::min(options_.top_k, V_) : V_;
+  const int n = static_cast<int>(ids_.size());
+  int k = options_.top_k > 0 ? std::min(options_.top_k, n) : n;
   std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(), more_likely);
   // The tokens tied with the k-th stay in (by id, so the draw does not depend on the partition's
   // order): kept to exactly k, four tokens of one logit at the top of a top-2 drew only the two

@@ -20,7 +20,7 @@ struct SamplingOptions {
   // transformers' top-k (it removes only those below the k-th logit).
   int top_k = 40;
   std::uint64_t seed = 0;
-  int vocab_limit = 0;   // > 0: only tokens below it are drawn (the dataset's vocabulary)
+  int vocab_limit = 0;  // > 0: only tokens below it are drawn (the dataset's vocabulary)
   bool kv_cache = true;  // false: every draw runs the whole window (sample_tokens), for comparison
   // Called with each token as it is drawn (`zerotrain sample` prints the text as it comes); the
   // tokens returned are the same.
@@ -34,6 +34,9 @@ struct SamplingOptions {
   // < 1: then only the most likely tokens while the probability before each is under it (nucleus
   // sampling, after top-k, as transformers orders them); 1 keeps every token top-k kept.
   float top_p = 1.0f;
+  // Non-empty: only the ids it marks true are drawn (a tokenizer's, whose ids skip numbers: a draw
+  // of an id it has no token for decoded to nothing). Greedy decoding too.
+  std::vector<bool> drawable = {};
 };
 
 // One token from one row of logits: softmax at the temperature over the top k (and their ties) and
@@ -50,6 +53,7 @@ class TokenDraw {
 
   const SamplingOptions& options_;
   int V_;
+  std::vector<int> ids_;  // the ids drawn from: below V_, and drawable where options say
   std::vector<std::pair<float, int>> ranked_;
   std::vector<double> probs_;
 };

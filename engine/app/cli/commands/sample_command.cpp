@@ -54,6 +54,7 @@ SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText&
       // Up to 2^63 - 1: a logged sample's seed is train.seed (< 2^31) + its step.
       static_cast<std::uint64_t>(parser.get_int64("seed", 1, 0, std::numeric_limits<std::int64_t>::max())),
       text.size()};
+  options.drawable = text.decodable();
   options.kv_cache = !parser.has("no-kv-cache");
   options.greedy = greedy;
   if (parser.has("top-p")) {
@@ -208,8 +209,8 @@ int sample_main(const std::vector<std::string>& args) {
                   "sampling; default 1: all)")
       .value_flag(
           "prompt", "TEXT",
-          "text to continue (default a newline; \"\": a document's start, the tokenizer's <|endoftext|> or its kind, "
-          "else token 0)")
+          "text to continue (default a newline; \"\": a document's start, the bos_token of the tokenizer_config.json "
+          "beside the tokenizer, else its <|endoftext|> or its kind, else token 0)")
       .value_flag("seed", "S", "sampling seed (default 1)")
       .bool_flag("ignore-eos",
                  "draw all --tokens tokens, past the model's end-of-text token (by default the sample ends at it, "

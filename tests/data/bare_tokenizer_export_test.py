@@ -108,8 +108,19 @@ def main():
     hf_own = os.path.join(work, "hf_own")
     p = subprocess.run([binary, "ckpt", "export", os.path.join(run_dir, "checkpoints"), "--format", "hf", "--out",
                         hf_own], capture_output=True, text=True, timeout=300)
+    # ... but for the inputs a causal LM takes (the generic fast class returns token_type_ids too,
+    # which generate(**tokenizer(text)) refused); one naming its own keeps them.
     with open(os.path.join(hf_own, "tokenizer_config.json")) as f:
-        check(p.returncode == 0 and json.load(f) == own, "a run's own tokenizer_config.json is copied as it is")
+        copied = json.load(f)
+    check(p.returncode == 0 and copied == {**own, "model_input_names": ["input_ids", "attention_mask"]},
+          f"a run's own tokenizer_config.json is copied as it is, with the model's inputs ({copied})")
+    named = {**own, "model_input_names": ["input_ids"]}
+    with open(os.path.join(run_dir, "tokenizer_config.json"), "w") as f:
+        json.dump(named, f)
+    p = subprocess.run([binary, "ckpt", "export", os.path.join(run_dir, "checkpoints"), "--format", "hf", "--out",
+                        hf_own], capture_output=True, text=True, timeout=300)
+    with open(os.path.join(hf_own, "tokenizer_config.json")) as f:
+        check(p.returncode == 0 and json.load(f) == named, "one naming its inputs keeps them")
     return checks.finish()
 
 

@@ -160,6 +160,12 @@ def main():
         "ROMEO:", max_new_tokens=8, do_sample=False)[0]["generated_text"]
     checks.check(isinstance(generated, str) and generated.startswith("ROMEO:") and len(generated) > 6,
                  f"a text-generation pipeline runs on it ({generated!r})")
+    # The usual call, generate(**tokenizer(text)): the run's tokenizer_config.json (the generic fast
+    # class, which returns token_type_ids) goes out naming the inputs a causal LM takes.
+    with torch.no_grad():
+        out = model.generate(**hf_tok("ROMEO:", return_tensors="pt"), max_new_tokens=4, do_sample=False)
+    checks.check(out.shape[1] > len(hf_tok("ROMEO:")["input_ids"]),
+                 f"generate(**tokenizer(text)) runs on the export ({out.tolist()})")
     # generate stops at the tokenizer's end of text, not at GPT2Config's default 50256 (out of this
     # 512-token vocabulary): config.json numbers the tokenizer's special tokens.
     end = tok.token_to_id("<|endoftext|>")

@@ -78,6 +78,18 @@ TokenizerFiles export_tokenizer_files(const fs::path& run_dir, const ModelSpec& 
   for (const char* f : data::kTokenizerFiles) {
     if (fs::exists(run_dir / f)) out.files.emplace_back(f, read_whole_input((run_dir / f).string(), "tokenizer file"));
   }
+  // The run's tokenizer_config.json as it is, but for the inputs its tokenizer returns: the generic
+  // fast class (PreTrainedTokenizerFast, what a tokenizers-library save names) returns
+  // token_type_ids too, which a causal LM's generate(**tokenizer(text)) refuses. A config that names
+  // its own keeps them.
+  for (auto& [name, text] : out.files) {
+    if (name != "tokenizer_config.json") continue;
+    nlohmann::ordered_json config = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (config.is_object() && !config.contains("model_input_names")) {
+      config["model_input_names"] = {"input_ids", "attention_mask"};
+      text = config.dump(2) + "\n";
+    }
+  }
   // A tokenizer.json alone (the tokenizers library's save): a tokenizer_config.json naming the
   // generic fast class and the delimiters config.json numbers, so that AutoTokenizer neither takes
   // the model type's class nor adds its default special tokens past the model's vocabulary.

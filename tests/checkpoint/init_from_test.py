@@ -714,7 +714,23 @@ def main():
     fifo = os.path.join(work, "fifo_only", "weights_fifo.safetensors")
     os.makedirs(os.path.dirname(fifo))
     os.mkfifo(fifo)
+    odd = os.path.join(work, "odd_paths")
+    os.makedirs(odd)
+    os.symlink("loop_b", os.path.join(odd, "loop_a"))
+    os.symlink("loop_a", os.path.join(odd, "loop_b"))
+    os.symlink(os.path.join(gpt_folder, "model.safetensors"), os.path.join(odd, "weights_link"))
+    cut_export = os.path.join(odd, "cut_export")
+    shutil.copytree(gpt_folder, cut_export)
+    open(os.path.join(cut_export, ".zt-incomplete-output"), "w").close()
     for what, source, sets, fragments in [
+        # A loop of symlinks (a filesystem exception's line without the key); safetensors under another
+        # name, and a checkpoint folder's `latest` (both read as llm.c files with a bad magic); a
+        # folder an export into was cut (refused as having no config.json, without saying why).
+        ("a loop of symlinks", os.path.join(odd, "loop_a"), [], ["train.init_from", "loop_a: cannot be read"]),
+        ("safetensors under another name", os.path.join(odd, "weights_link"), [], ["a safetensors file"]),
+        ("a checkpoint folder's latest", os.path.join(work, "llama_train", "checkpoints", "latest"), [],
+         ["a file of a zerotrain checkpoint folder"]),
+        ("a folder an export into was cut", cut_export, [], [".zt-incomplete-output is there", "run the export again"]),
         # A FIFO by a weights file's name: refused by its name, never opened (its open waits for a writer).
         ("a FIFO named as a safetensors file", fifo, [], ["weights_fifo.safetensors", "a safetensors file"]),
         # A file of a folder: the folder is what reads (the files' own headers were read as llm.c's).

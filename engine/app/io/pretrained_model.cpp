@@ -7,6 +7,7 @@
 
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/app/io/pretrained.h"
 #include "engine/app/io/weights_location.h"
 #include "engine/base/core/check.h"
@@ -46,6 +47,20 @@ bool opens_with_llmc_magic(const std::string& path) {
   return in.read(reinterpret_cast<char*>(&magic), sizeof(magic)) && magic == kLlmcModelMagic;
 }
 
+// Whether a regular file begins as safetensors do: an 8-byte header length that the file holds,
+// then the header's JSON object (a model.safetensors under another name, a symlink to one).
+bool looks_like_safetensors(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  const std::uintmax_t size = fs::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  unsigned char head[9] = {0};
+  if (ec || !in.read(reinterpret_cast<char*>(head), sizeof(head))) return false;
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
+  return head[8] == '{' && n >= 2 && n <= size - 8;
+}
+
 // What a file that is no llm.c model file is instead, where its folder or its name says ("" where
 // neither does): a file of a Hugging Face folder or of zerotrain's output, whose folder is what
 // reads; a lone safetensors file.
@@ -55,14 +70,14 @@ std::string file_instead(const fs::path& path) {
     case WeightsAt::kHuggingFaceFolder:
       return fmt::format("a file of the Hugging Face folder {}, which is what reads: give the folder", folder.string());
     case WeightsAt::kCheckpoint:
+    case WeightsAt::kCheckpointFolder:  // its `latest`
     case WeightsAt::kRunDirectory:
       return fmt::format("a file of {} {}, not a Hugging Face folder or an llm.c model file {}",
                          weights_at_name(around), folder.string(), kZerotrainAdvice);
-    case WeightsAt::kCheckpointFolder:
     case WeightsAt::kFile:
     case WeightsAt::kNothingKnown: break;
   }
-  return path.extension() == ".safetensors"
+  return path.extension() == ".safetensors" || looks_like_safetensors(path.string())
              ? "a safetensors file (a Hugging Face folder holds it beside its config.json), not a Hugging Face "
                "folder or an llm.c model file"
              : "";
@@ -71,10 +86,23 @@ std::string file_instead(const fs::path& path) {
 }  // namespace
 
 PretrainedModel read_pretrained_model(const std::string& path) {
+  // A path whose status cannot be read (a loop of symlinks): said as such, not as a filesystem
+  // exception's line without the key that named it.
+  std::error_code status_ec;
+  static_cast<void>(fs::status(path, status_ec));
+  if (status_ec && status_ec != std::errc::no_such_file_or_directory) {
+    throw_input_error("{}: cannot be read: {}", path, status_ec.message());
+  }
   if (const std::string kind = zerotrain_output_kind(path); !kind.empty()) {
     throw_input_error("{}: {}, not a Hugging Face folder or an llm.c model file {}", path, kind, kZerotrainAdvice);
   }
   if (fs::is_directory(path)) {
+    // An export into it cut between its renames: its files may be of two exports (or the config gone).
+    std::error_code marker_ec;
+    if (const fs::path marker = fs::path(path) / kIncompleteOutputMarker; fs::exists(marker, marker_ec)) {
+      throw_input_error("{}: {} is there: an export into that folder was cut before it was whole; run the export again",
+                        path, marker.string());
+    }
     const std::string config = (fs::path(path) / "config.json").string();
     if (!fs::exists(config)) throw_input_error("{}: a Hugging Face folder needs a config.json", path);
     const nlohmann::json hf = read_json_file(config);

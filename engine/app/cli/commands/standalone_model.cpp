@@ -204,7 +204,11 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     s.path = parser.get("from");
     std::error_code ec;
     if (!fs::exists(s.path, ec)) {  // named as the flag it is, not as train.init_from, which the user never set
-      throw_input_error("zerotrain {}: --from {}: no such Hugging Face folder or llm.c model file", command, s.path);
+      // Another fault than absence (a loop of symlinks, a folder above it unreadable) said as it is.
+      throw_input_error("zerotrain {}: --from {}: {}", command, s.path,
+                        ec && ec != std::errc::no_such_file_or_directory
+                            ? fmt::format("cannot be read: {}", ec.message())
+                            : std::string("no such Hugging Face folder or llm.c model file"));
     }
     // The reader's refusal named by the flag: through the config below it would be a "config
     // error" in train.init_from, which the user never set.

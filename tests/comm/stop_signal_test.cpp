@@ -225,21 +225,21 @@ TEST(LauncherTerminationDeathTest, NamesTheWaitSiteUnlessTheRankAlreadyReportedI
 }
 
 // A rank stopped by the launcher (another died, mpirun interrupted) after a save committed: rank 0
-// adds the run's last complete checkpoint and the resume to its wait site (the lines named neither).
+// adds the run's checkpoint folder and the resume to its wait site (the lines named neither).
 TEST(LauncherTerminationDeathTest, NamesTheLastCompleteCheckpoint) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::string context = "step 110 micro-batch 2";
   EXPECT_EXIT(
       {
         install_launcher_termination_handler();
-        note_checkpoint_complete("run/checkpoints/step_00000080");
+        note_checkpoint_complete("run/checkpoints");
         record_wait_site(nullptr, &context);
         std::raise(SIGTERM);
         std::exit(0);
       },
       testing::ExitedWithCode(1),
-      "stopped this rank at step 110 micro-batch 2(.|\n)*the run's last complete checkpoint is "
-      "run/checkpoints/step_00000080: continue from it with the same command and --resume latest");
+      "stopped this rank at step 110 micro-batch 2(.|\n)*the run's newest complete checkpoint in run/checkpoints "
+      "continues it: the same command with --resume latest");
 }
 
 // Slurm's scancel signals mpirun and every rank at once: the ranks save their stop checkpoint, and
@@ -252,12 +252,12 @@ TEST(LauncherTerminationDeathTest, AfterTheStopCheckpointIsSavedItSaysSo) {
       {
         install_launcher_termination_handler();
         record_wait_site(nullptr, &context);
-        note_stop_checkpoint_saved("run/checkpoints/step_00000094");
+        note_stop_checkpoint_saved(94, "run/checkpoints");
         std::raise(SIGTERM);
         std::exit(0);
       },
       testing::ExitedWithCode(1),
-      "note: the launcher ended this rank after its stop checkpoint run/checkpoints/step_00000094 was saved whole: "
+      "note: the launcher ended this rank after its stop checkpoint, step 94 in run/checkpoints, was saved whole: "
       "continue with --resume latest");
 }
 

@@ -82,13 +82,16 @@ TokenizerFiles export_tokenizer_files(const fs::path& run_dir, const ModelSpec& 
   // fast class (PreTrainedTokenizerFast, what a tokenizers-library save names) returns
   // token_type_ids too, which a causal LM's generate(**tokenizer(text)) refuses. A config that names
   // its own keeps them.
+  // Inserted as text after its opening brace, the rest byte for byte (a parse and dump would turn
+  // model_max_length's 1000000000000000019884624838656 into a float, and escapes into text).
   for (auto& [name, text] : out.files) {
     if (name != "tokenizer_config.json") continue;
-    nlohmann::ordered_json config = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (config.is_object() && !config.contains("model_input_names")) {
-      config["model_input_names"] = {"input_ids", "attention_mask"};
-      text = config.dump(2) + "\n";
-    }
+    const nlohmann::json config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    const std::size_t brace = text.find('{');
+    if (!config.is_object() || config.contains("model_input_names") || brace == std::string::npos) continue;
+    const bool empty = config.empty();
+    text.insert(brace + 1,
+                std::string("\n  \"model_input_names\": [\"input_ids\", \"attention_mask\"]") + (empty ? "\n" : ","));
   }
   // A tokenizer.json alone (the tokenizers library's save): a tokenizer_config.json naming the
   // generic fast class and the delimiters config.json numbers, so that AutoTokenizer neither takes

@@ -5,12 +5,12 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
-#include "engine/app/data/special_tokens.h"
 #include "engine/app/data/vocab_tokenizer_json.h"
 #include "engine/app/io/json_file.h"
-#include "engine/base/core/check.h"
 
 namespace zt::data {
 
@@ -21,21 +21,35 @@ TokenText TokenText::from_dir(const std::string& dir) {
   return {};
 }
 
+namespace {
+
+// The bos_token a tokenizer_config.json in `dir` names (a string, or an added token's {"content"}),
+// if it reads; any fault in it is left to the export, which refuses it by name.
+std::optional<std::string> config_bos_token(const std::filesystem::path& dir) {
+  std::error_code ec;
+  const std::filesystem::path config = (dir.empty() ? std::filesystem::path(".") : dir) / "tokenizer_config.json";
+  if (!std::filesystem::is_regular_file(config, ec)) return std::nullopt;
+  std::ifstream in(config);
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("bos_token")) return std::nullopt;
+  const nlohmann::json& bos = doc["bos_token"];
+  if (bos.is_string()) return bos.get<std::string>();
+  if (bos.is_object() && bos.contains("content") && bos["content"].is_string())
+    return bos["content"].get<std::string>();
+  return std::nullopt;
+}
+
+}  // namespace
+
 TokenText TokenText::from_tokenizer_file(const std::string& path) {
   const nlohmann::json j = read_json_file(path);
   if (std::optional<Vocab> chars = char_vocab_of_tokenizer_json(j, path)) return TokenText(std::move(*chars));
   Tokenizer t = Tokenizer::from_json(j, path);
-  // A document's start as transformers' generate takes it: the bos_token of the tokenizer_config.json
-  // beside it (the id its export's config.json carries). One that does not read leaves the
-  // tokenizer's own delimiter (an export refuses it, naming it).
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (std::filesystem::path(path).filename() == "tokenizer.json") {
-    try {
-      const nlohmann::json ids = special_token_ids(dir.empty() ? "." : dir.string());
-      if (ids.contains("bos_token_id") && ids["bos_token_id"].is_number_integer()) {
-        t.set_document_start(ids["bos_token_id"].get<std::int32_t>());
-      }
-    } catch (const InputError&) {}
+  // A document's start as transformers' generate takes it: the bos_token that a
+  // tokenizer_config.json beside it names (the id its export's config.json carries), where the
+  // tokenizer has it. Without one, the tokenizer's own delimiter (Tokenizer::encode_prompt).
+  if (const std::optional<std::string> bos = config_bos_token(std::filesystem::path(path).parent_path())) {
+    if (const std::optional<std::int32_t> id = t.token_id(*bos)) t.set_document_start(*id);
   }
   return TokenText(std::move(t));
 }

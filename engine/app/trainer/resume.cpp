@@ -251,10 +251,14 @@ std::vector<std::string> wire_format_changes(const nlohmann::json& saved, int sa
 // How a resume on another rank count keeps the saved global batch of `sequences` a step: each rank's
 // share in micro-batches of at most the run's own (the sampler's windows of a step are the global
 // batch's alone, so the run continues as saved), or why no setting can.
-std::string keep_global_batch_hint(std::int64_t sequences, const RunConfig& now) {
-  // Tokens at this run's seq_len (a changed one is refused beside it): at the saved length the
-  // value given would set another number of sequences, and the hint refused itself.
+std::string keep_global_batch_hint(const nlohmann::json& saved, std::int64_t sequences, const RunConfig& now) {
+  // Tokens at this run's seq_len (a changed one is refused beside it, and named here: at the saved
+  // length the value given sets another number of sequences, and the hint refused itself).
   const std::int64_t seq_len = now.train.seq_len;
+  const nlohmann::json saved_seq = section_value(saved, "train", "seq_len");
+  const std::string at_length = saved_seq.is_number_integer() && saved_seq.get<std::int64_t>() != seq_len
+                                    ? fmt::format(" at train.seq_len {}", seq_len)
+                                    : "";
   if (sequences % now.world_size != 0) {
     return fmt::format(" (its {} sequences a step do not split over {} ranks: no micro-batch keeps it)", sequences,
                        now.world_size);
@@ -269,9 +273,9 @@ std::string keep_global_batch_hint(std::int64_t sequences, const RunConfig& now)
   const std::string accum_given = now.overrides != nullptr && now.overrides->count("train.grad_accum") > 0
                                       ? now.overrides->at("train.grad_accum")
                                       : "";
-  return fmt::format(" ({}{} keeps it on {} rank{}: grad_accum {} is derived)",
-                     accum_given.empty() ? "" : fmt::format("{} left out, ", accum_given), sets, now.world_size,
-                     now.world_size == 1 ? "" : "s", per_rank / micro_batch);
+  return fmt::format(" ({}{} keeps it{} on {} rank{}: grad_accum {} is derived)",
+                     accum_given.empty() ? "" : fmt::format("{} left out, ", accum_given), sets, at_length,
+                     now.world_size, now.world_size == 1 ? "" : "s", per_rank / micro_batch);
 }
 
 }  // namespace
@@ -354,7 +358,7 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
       changes.push_back(
           fmt::format("global batch (micro_batch x grad_accum x ranks): {} x {} x {} = {} -> {} x {} x {} = {}{}",
                       mb.get<std::int64_t>(), ga.get<std::int64_t>(), saved_world_size, before, now.train.micro_batch,
-                      now.train.grad_accum, now.world_size, after, keep_global_batch_hint(before, now)));
+                      now.train.grad_accum, now.world_size, after, keep_global_batch_hint(saved, before, now)));
     }
   }
   return changes;

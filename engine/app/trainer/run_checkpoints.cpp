@@ -116,7 +116,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                                   c.checkpoint.folder_for(s.run_dir), same_ec)) {
     run.last_saved_step = run.start_step;
     run.last_saved_path = resume_checkpoint;
-    note_checkpoint_complete(resume_checkpoint);
+    note_checkpoint_complete(std::filesystem::path(resume_checkpoint).parent_path().string());
   }
   run.start_sample = m.position.next_sample_index;
   run.start_tokens = m.position.tokens_seen;

@@ -35,7 +35,7 @@ std::string new_save_id() {
 void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) {
   run.last_saved_path = r.path;
   run.save_lost = false;
-  note_checkpoint_complete(r.path);
+  note_checkpoint_complete(std::filesystem::path(r.path).parent_path().string());
   const bool async = s.async_saves != nullptr;
   s.log({{"type", "checkpoint"},
          {"step", r.step},
@@ -342,7 +342,9 @@ void stop_after(TrainerState& s, RunProgress& run, int steps_completed) {
   summary.stopped_after_step = steps_completed;
   save_and_finish(s, run, steps_completed);  // the stop's checkpoint is complete before the process exits
   summary.stop_checkpoint = run.last_saved_path;
-  if (!run.last_saved_path.empty()) note_stop_checkpoint_saved(run.last_saved_path);
+  // Every rank, past save_and_finish, knows the step saved (a rank outside a hybrid job's first
+  // group reports no save of its own: its last path is another's, or none).
+  note_stop_checkpoint_saved(steps_completed, s.config.checkpoint.folder_for(s.run_dir));
   const std::string by = summary.stop_signal > 0 ? signal_name(summary.stop_signal) : "a signal to another rank";
   s.log({{"type", "stop"}, {"step", steps_completed}, {"signal", by}, {"checkpoint", run.last_saved_path}});
   s.progress.message(fmt::format("step {}: stopping on {}; resume with --resume latest", steps_completed, by));

@@ -223,21 +223,21 @@ void record_wait_site(const std::string* description, const std::string* context
   g_inflight_generation.store(generation + 1, std::memory_order_release);
 }
 
-void note_checkpoint_complete(const std::string& path) {
+void note_checkpoint_complete(const std::string& folder) {
   if (!launched_as_rank_zero()) return;  // one line for the job
   char* text = g_complete_text[g_complete_count++ % 2];
   std::snprintf(text, kInflightBytes,
-                "zerotrain: note: the run's last complete checkpoint is %s: continue from it with the same command "
-                "and --resume latest\n",
-                path.c_str());
+                "zerotrain: note: the run's newest complete checkpoint in %s continues it: the same command with "
+                "--resume latest\n",
+                folder.c_str());
   g_complete_line.store(text);
 }
 
-void note_stop_checkpoint_saved(const std::string& path) {
+void note_stop_checkpoint_saved(int step, const std::string& folder) {
   std::snprintf(g_saved_line_text, kInflightBytes,
-                "zerotrain: note: the launcher ended this rank after its stop checkpoint %s was saved whole: "
-                "continue with --resume latest\n",
-                path.c_str());
+                "zerotrain: note: the launcher ended this rank after its stop checkpoint, step %d in %s, was saved "
+                "whole: continue with --resume latest\n",
+                step, folder.c_str());
   g_saved_line.store(g_saved_line_text);
 }
 

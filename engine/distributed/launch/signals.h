@@ -24,15 +24,16 @@ void note_error_reported(int exit_code);
 // The exit code note_error_reported recorded, or 0 when no error was reported.
 int reported_exit_code();
 
-// Says the run's newest complete checkpoint is `path` (a save committed, or the one resumed): a
-// launcher's termination after it (another rank died, mpirun interrupted) adds it and the resume
-// to rank 0's line. Called from one thread.
-void note_checkpoint_complete(const std::string& path);
+// Says the run's checkpoint folder holds a complete checkpoint (a save committed, or the one
+// resumed): a launcher's termination after it (another rank died, mpirun interrupted) adds the
+// folder and the resume to rank 0's line (the folder, not the step: keep_last may have pruned the
+// step by then, a newer one committed). Called from one thread.
+void note_checkpoint_complete(const std::string& folder);
 
-// Says this rank's stop checkpoint (`path`) is saved whole: from then on the launcher's SIGTERM
+// Says this rank's stop checkpoint (of `step`, in `folder`) is saved whole: from then on the launcher's SIGTERM
 // (mpirun ending a job that Slurm's scancel signalled too) prints that, and the resume, rather than
 // a wait site that reads as an interrupted save; it still exits 1, as the job's end is mpirun's.
-void note_stop_checkpoint_saved(const std::string& path);
+void note_stop_checkpoint_saved(int step, const std::string& folder);
 
 // Makes SIGTERM print the recorded wait site and exit 1: what a rank shows when the launcher stops
 // it because another rank died. The MPI backend installs it.

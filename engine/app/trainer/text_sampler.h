@@ -20,7 +20,7 @@ struct SamplingOptions {
   // transformers' top-k (it removes only those below the k-th logit).
   int top_k = 40;
   std::uint64_t seed = 0;
-  int vocab_limit = 0;  // > 0: only tokens below it are drawn (the dataset's vocabulary)
+  int vocab_limit = 0;   // > 0: only tokens below it are drawn (the dataset's vocabulary)
   bool kv_cache = true;  // false: every draw runs the whole window (sample_tokens), for comparison
   // Called with each token as it is drawn (`zerotrain sample` prints the text as it comes); the
   // tokens returned are the same.

@@ -178,15 +178,14 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
           path, header[0], header[0] == kChoiceFileMagic ? "multiple-choice eval file" : "model file",
           header[0] == kChoiceFileMagic ? " (it goes in data.choice_file, or zerotrain eval --choices)"
                                         : " (it goes in train.init_from, or --from)");
-    } else if (size_bytes >= kLlmcHeaderBytes &&
-               (looks_like_llmc_header(header, size_bytes) || has_llmc_header_padding(header, bytes, size_bytes))) {
+    } else if (const bool counted = size_bytes >= kLlmcHeaderBytes && looks_like_llmc_header(header, size_bytes);
+               counted || has_llmc_header_padding(header, bytes, size_bytes)) {
       throw_input_error(
           "{}: unknown magic {} in an llm.c-style token file header{} (known: {} for uint16 GPT-2 tokens, "
           "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" (zerotrain eval: --format nanogpt) if it "
           "is raw uint16",
-          path, header[0],
-          looks_like_llmc_header(header, size_bytes) ? "" : " (zero past its third word, as llm.c pads it)",
-          kLlmcTokenMagic, kLlmcToken32Magic);
+          path, header[0], counted ? "" : " (zero past its third word, as llm.c pads it)", kLlmcTokenMagic,
+          kLlmcToken32Magic);
     } else if (std::filesystem::path(path).extension() != ".bin") {
       // Raw tokens have no header to recognise them by: a glob's text or JSON file beside the .bin
       // files (nanoGPT's input.txt) would otherwise train as tokens.

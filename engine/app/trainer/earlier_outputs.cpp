@@ -69,19 +69,19 @@ void keep_earlier_final_weights_at_resume(TrainerState& s, std::int64_t optimize
                                              : "this run writes none: log.final_weights = false"));
 }
 
-void say_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved,
-                   const std::string& why) {
+ckpt::SupersededUsage say_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved,
+                                    const std::string& why) {
   const ckpt::SupersededUsage usage = ckpt::superseded_usage(folder);
   s.progress.message(
       fmt::format("{}: moved {} ({}) to {}/{}, which now holds {} checkpoint(s), {} (nothing deletes them: remove "
                   "those no longer needed)",
                   folder, fmt::join(moved, ", "), why, folder, ckpt::kSupersededName, usage.checkpoints,
                   format_bytes(usage.bytes)));
+  return usage;
 }
 
-void log_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved, int step,
-                   const std::string& why) {
-  const ckpt::SupersededUsage usage = ckpt::superseded_usage(folder);
+void log_set_aside(TrainerState& s, const std::vector<std::string>& moved, int step, const std::string& why,
+                   const ckpt::SupersededUsage& usage) {
   s.log({{"type", "superseded_checkpoints"},
          {"step", step},
          {"moved", moved},
@@ -92,8 +92,7 @@ void log_set_aside(TrainerState& s, const std::string& folder, const std::vector
 
 void report_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved, int step,
                       const std::string& why) {
-  say_set_aside(s, folder, moved, why);
-  log_set_aside(s, folder, moved, step, why);
+  log_set_aside(s, moved, step, why, say_set_aside(s, folder, moved, why));
 }
 
 }  // namespace zt

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/trainer/trainer_state.h"
 
 namespace zt {
@@ -31,10 +32,11 @@ void keep_earlier_final_weights_at_resume(TrainerState& s, std::int64_t optimize
 void report_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved, int step,
                       const std::string& why);
 // Its two halves, for a resume: said as the checkpoints move (a failure before the log is known
-// to be the run's then leaves the move said), logged once it is.
-void say_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved,
-                   const std::string& why);
-void log_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved, int step,
-                   const std::string& why);
+// to be the run's then leaves the move said; returns what superseded/ then holds), logged with
+// that once it is.
+ckpt::SupersededUsage say_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved,
+                                    const std::string& why);
+void log_set_aside(TrainerState& s, const std::vector<std::string>& moved, int step, const std::string& why,
+                   const ckpt::SupersededUsage& usage);
 
 }  // namespace zt

@@ -116,7 +116,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                                   c.checkpoint.folder_for(s.run_dir), same_ec)) {
     run.last_saved_step = run.start_step;
     run.last_saved_path = resume_checkpoint;
-    note_checkpoint_complete(std::filesystem::path(resume_checkpoint).parent_path().string());
+    note_checkpoint_complete(c.checkpoint.folder_for(s.run_dir));
   }
   run.start_sample = m.position.next_sample_index;
   run.start_tokens = m.position.tokens_seen;
@@ -155,6 +155,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // logged below, once the log is known to be this run's. Rank 0 holds the folder's lock.
   const std::string folder = c.checkpoint.folder_for(s.run_dir);
   std::vector<std::string> damaged, others;
+  ckpt::SupersededUsage superseded;  // what superseded/ holds once they moved, said and then logged
   const std::string damaged_why = "damaged: not usable, as the resume said above";
   const std::string others_why = fmt::format(
       "past step {}, or not on the lineage of the checkpoint resumed: another trajectory's, which keep_last and the "
@@ -165,8 +166,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
       const bool fell_back_past = std::find(unusable.begin(), unusable.end(), name) != unusable.end();
       (fell_back_past ? damaged : others).push_back(std::move(name));
     }
-    if (!damaged.empty()) say_set_aside(s, folder, damaged, damaged_why);
-    if (!others.empty()) say_set_aside(s, folder, others, others_why);
+    if (!damaged.empty()) superseded = say_set_aside(s, folder, damaged, damaged_why);
+    if (!others.empty()) superseded = say_set_aside(s, folder, others, others_why);
   }
   if (!log_is_ours) {
     s.metrics->start_afresh();
@@ -222,8 +223,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     run.sample_pending = pending.find('s') != std::string::npos;
   }
   if (s.root && writes_checkpoints(c)) {  // set aside (and said) above, before the log was cut
-    if (!damaged.empty()) log_set_aside(s, folder, damaged, run.start_step, damaged_why);
-    if (!others.empty()) log_set_aside(s, folder, others, run.start_step, others_why);
+    if (!damaged.empty()) log_set_aside(s, damaged, run.start_step, damaged_why, superseded);
+    if (!others.empty()) log_set_aside(s, others, run.start_step, others_why, superseded);
   }
   s.log({{"type", "resume"},
          {"step", run.start_step},

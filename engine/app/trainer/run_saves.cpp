@@ -35,7 +35,7 @@ std::string new_save_id() {
 void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) {
   run.last_saved_path = r.path;
   run.save_lost = false;
-  note_checkpoint_complete(std::filesystem::path(r.path).parent_path().string());
+  note_checkpoint_complete(s.config.checkpoint.folder_for(s.run_dir));
   const bool async = s.async_saves != nullptr;
   s.log({{"type", "checkpoint"},
          {"step", r.step},

@@ -34,7 +34,7 @@ fs::path nearest_existing(fs::path p) {
 
 }  // namespace
 
-void check_before_training(const RunConfig& c, const std::string& run_dir, const data::Vocab* vocab) {
+void check_before_training(const RunConfig& c, const data::Vocab* vocab) {
   // Only what the run will do: a run that samples nothing (log.sample_tokens = 0) never encodes
   // its prompt, so the prompt is not checked.
   if (vocab != nullptr && c.log.samples()) {
@@ -47,9 +47,6 @@ void check_before_training(const RunConfig& c, const std::string& run_dir, const
           c.sources_of({"log.sample_prompt"}), e.what());
     }
   }
-  // A run that saves nothing (every_steps 0, no at_end, no save on a signal) never makes or writes
-  // its folder: whatever lies at its path is not this run's concern.
-  if (writes_checkpoints(c)) check_checkpoint_folder(c, run_dir);
 }
 
 void check_run_directory(const std::string& run_dir) {

@@ -10,16 +10,17 @@
 
 namespace zt {
 
-// Throws InputError naming the key (log.sample_prompt, checkpoint.dir) and what is wrong. `vocab`
-// is the dataset's, or null for data without one (token ids are sampled then). Every rank calls it:
-// each writes its own checkpoint files.
-void check_before_training(const RunConfig& config, const std::string& run_dir, const data::Vocab* vocab);
+// Throws InputError naming the key (log.sample_prompt) and what is wrong. `vocab` is the dataset's,
+// or null for data without one (token ids are sampled then). (The checkpoint folder is the
+// trainer's to check, check_checkpoint_folder below, before it takes the folder's lock.)
+void check_before_training(const RunConfig& config, const data::Vocab* vocab);
 // That the run directory holds no one else's config.json, which a run rewrites at its start (a
 // Hugging Face export's, or any file that is not a zerotrain config), and is no dataset's or
 // tokenized corpus's folder (token files: the run's vocab.json or tokenizer.json would replace
 // theirs): rank 0 asks before taking the directory's lock. InputError naming the file.
 void check_run_directory(const std::string& run_dir);
-// Its part about the checkpoint folder, which the trainer also asks before taking the folder's lock.
+// That the checkpoint folder can be made and written (checkpoint.dir named where the config set
+// it): every rank asks, before rank 0 takes the folder's lock, in a run that writes checkpoints.
 void check_checkpoint_folder(const RunConfig& config, const std::string& run_dir);
 // Whether the run may write checkpoints (checkpoint.every_steps, at_end or save_on_signal): then it
 // holds the folder's lock while it runs.

@@ -94,6 +94,8 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   });
   // Every rank writes its checkpoint files into the folder: each checks it, the ranks agree (one
   // rank's refusal is the job's, said once, where the others waited for it in the next collective).
+  // A run that saves nothing (every_steps 0, no at_end, no save on a signal) never makes or writes
+  // its folder: whatever lies at its path is not this run's concern.
   const bool saves = writes_checkpoints(config_);
   if (saves) on_every_rank(comm, [&] { check_checkpoint_folder(config_, run_dir_); });
   // One run writes a run directory, and a checkpoint folder, at a time: rank 0 makes the directory
@@ -123,7 +125,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     state_->locks.push_back(lock);
     if (!lock->note().empty()) state_->progress.message(lock->note());
   }
-  check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
+  check_before_training(config_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
 }
 
 void Trainer::check_folder_shared(Communicator& comm) const {

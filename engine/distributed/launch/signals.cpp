@@ -47,12 +47,10 @@ constexpr const char* kCheckpointHint = " (SIGUSR1 to mpirun stops with a checkp
 char g_saved_line_text[kInflightBytes] = {0};
 std::atomic<const char*> g_saved_line{nullptr};
 
-// The last complete checkpoint's line (note_checkpoint_complete, rank 0 only), added to a launcher
-// termination's: two buffers, the one not published rewritten (a handler reading the other keeps
-// it until the save after next, a step away at the least).
-char g_complete_text[2][kInflightBytes] = {{0}, {0}};
+// note_checkpoint_complete's line (rank 0 only), added to a launcher termination's: written once,
+// before it is published (the run's folder does not change), so a handler never reads it rewritten.
+char g_complete_text[kInflightBytes] = {0};
 std::atomic<const char*> g_complete_line{nullptr};
-unsigned g_complete_count = 0;  // the main thread's alone
 
 void write_stderr(const char* text) {
   ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
@@ -224,13 +222,13 @@ void record_wait_site(const std::string* description, const std::string* context
 }
 
 void note_checkpoint_complete(const std::string& folder) {
-  if (!launched_as_rank_zero()) return;  // one line for the job
-  char* text = g_complete_text[g_complete_count++ % 2];
-  std::snprintf(text, kInflightBytes,
+  // One line for the job (rank 0's), said from the run's first complete checkpoint on.
+  if (!launched_as_rank_zero() || g_complete_line.load() != nullptr) return;
+  std::snprintf(g_complete_text, kInflightBytes,
                 "zerotrain: note: the run's newest complete checkpoint in %s continues it: the same command with "
                 "--resume latest\n",
                 folder.c_str());
-  g_complete_line.store(text);
+  g_complete_line.store(g_complete_text);
 }
 
 void note_stop_checkpoint_saved(int step, const std::string& folder) {

@@ -27,7 +27,7 @@ int reported_exit_code();
 // Says the run's checkpoint folder holds a complete checkpoint (a save committed, or the one
 // resumed): a launcher's termination after it (another rank died, mpirun interrupted) adds the
 // folder and the resume to rank 0's line (the folder, not the step: keep_last may have pruned the
-// step by then, a newer one committed). Called from one thread.
+// step by then, a newer one committed). The run's one folder: the first call's is kept.
 void note_checkpoint_complete(const std::string& folder);
 
 // Says this rank's stop checkpoint (of `step`, in `folder`) is saved whole: from then on the launcher's SIGTERM

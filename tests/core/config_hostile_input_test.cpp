@@ -61,6 +61,31 @@ TEST(ConfigHostileInput, NumbersPastTheirTypeAreRefusedWithTheirValue) {
   expect_error(doc, {"= 9223372036854775808 is out of range"});
 }
 
+// A number below a double's normal range was read as 0 (or a subnormal): "lr": 1e-400 trained at an
+// LR of 0 and a check named it "optim.lr = 0". Refused with its text and place; 0, a zero mantissa
+// with any exponent, the smallest normal double and digits inside strings are read as before.
+TEST(ConfigHostileInput, NumbersBelowADoublesRangeAreRefusedWithTheirText) {
+  EXPECT_EQ(error_of([] { parse_config_json("{\"optim\": {\n  \"lr\": 1e-400}}", "tiny.json"); }),
+            "config error in tiny.json: number underflow parsing '1e-400' at line 2, column 9 (below the smallest "
+            "normal double, 2.22507e-308; write 0 where zero is meant)");
+  EXPECT_NE(error_of([] { parse_config_json("{\"optim\": {\"lr\": -4.9e-324}}", "t.json"); })
+                .find("underflow parsing '-4.9e-324' at line 1, column 18"),
+            std::string::npos);
+  const nlohmann::json fine =
+      parse_config_json("{\"a\": 0, \"b\": 0e-999, \"c\": 2.2250738585072014e-308, \"d\": \"1e-400\", "
+                        "\"e\\\"1e-400\": -0.0, \"f\": [1e-300]}",
+                        "fine.json");
+  EXPECT_EQ(fine["a"], 0);
+  EXPECT_EQ(fine["d"], "1e-400");
+  EXPECT_DOUBLE_EQ(fine["f"][0].get<double>(), 1e-300);
+  nlohmann::json doc = base();
+  EXPECT_EQ(error_of([&] { apply_override(doc, "optim.lr=1e-400"); }),
+            "--set optim.lr=1e-400: number underflow parsing '1e-400' (below the smallest normal double, "
+            "2.22507e-308; write 0 where zero is meant)");
+  EXPECT_NO_THROW(apply_override(doc, "optim.lr=0.0"));
+  EXPECT_NO_THROW(apply_override(doc, "log.sample_prompt=1e-400x"));  // a bare word, kept as text
+}
+
 // Each key in its range, their product past what the memory model counts in int64 ([Note: sizes
 // past the memory model] in model_section.cpp): refused before a prediction (train, plan, memory),
 // where `zerotrain memory` printed negative totals. The same model at micro-batch 2 is counted, and

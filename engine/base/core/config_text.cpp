@@ -3,7 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "engine/base/core/check.h"
@@ -15,6 +20,34 @@ namespace {
 // No config is nested more than a few levels; nlohmann::json copies and prints a value by recursing
 // once a level, so a value nested 100000 deep would overflow the stack.
 constexpr int kMaxConfigDepth = 64;
+
+// The first JSON number in `text` (outside strings) too small for a double's normal range, and its
+// 1-based byte offset; {"", 0} where none is. The parser reads such a number as 0 or a subnormal
+// without a word ("lr": 1e-400 trained at an LR of 0), where a number too large is refused.
+std::pair<std::string, std::size_t> first_underflowing_number(std::string_view text) {
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    const std::size_t end = text.find_first_not_of("0123456789+-.eE", i);
+    const std::string number(text.substr(i, end == std::string_view::npos ? std::string_view::npos : end - i));
+    errno = 0;
+    const double value = std::strtod(number.c_str(), nullptr);
+    const bool nonzero_digits = number.find_first_of("123456789") < number.find_first_of("eE");
+    if (nonzero_digits && errno == ERANGE && std::fabs(value) < DBL_MIN) return {number, i + 1};
+    i += number.size() - 1;
+  }
+  return {"", 0};
+}
 
 }  // namespace
 
@@ -77,6 +110,13 @@ std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& 
     });
   } catch (const nlohmann::json::exception&) {
     value = text;  // bare words such as bf16 or none
+  }
+  if (value.is_number_float()) {
+    if (const auto [number, byte] = first_underflowing_number(text); byte != 0) {
+      throw_input_error("--set {}: number underflow parsing '{}' (below the smallest normal double, {:g}; write 0 "
+                        "where zero is meant)",
+                        assignment, number, DBL_MIN);
+    }
   }
   nlohmann::json* node = &doc;
   std::size_t start = 0;
@@ -167,6 +207,12 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
   } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds
     const std::string what = e.what();
     throw_input_error("config error in {}: {}", source, what.substr(what.find("] ") + 2));
+  }
+  if (const auto [number, byte] = first_underflowing_number(text); byte != 0) {
+    const auto [line, col] = line_and_column(text, byte);
+    throw_input_error("config error in {}: number underflow parsing '{}' at line {}, column {} (below the smallest "
+                      "normal double, {:g}; write 0 where zero is meant)",
+                      source, number, line, col, DBL_MIN);
   }
   if (!duplicate.empty()) {
     throw_input_error("config error in {}: key '{}' appears twice in one object (which one was meant?)", source,

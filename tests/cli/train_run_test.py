@@ -475,6 +475,15 @@ def main():
     lines = [l for l in p.stderr.splitlines() if l.strip()]
     check(p.returncode == 2 and len(lines) == 1 and "checkpoint.dir" in lines[0],
           f"a checkpoint folder that cannot be made is refused before training ({lines[:1]})")
+    # A --run-dir below a file is said of the run directory the user named, not of the checkpoint
+    # folder made in it, whether or not the run saves.
+    for saves in ("true", "false"):
+        p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(blocker, "run"), "--set",
+                         f"checkpoint.save_on_signal={saves}", "--set", "train.max_steps=1"])
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        check(p.returncode == 2 and len(lines) == 1 and "run directory" in lines[0]
+              and os.path.join(blocker, "run") in lines[0] and "checkpoint" not in lines[0],
+              f"a --run-dir below a file is named as the run directory (save_on_signal={saves}: {lines[:1]})")
     # ... by a run that saves: one saving nothing never makes it, and is not refused for it.
     p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "saves_nothing"), "--set",
                      f"checkpoint.dir={os.path.join(blocker, 'ckpts')}", "--set", "checkpoint.at_end=false", "--set",

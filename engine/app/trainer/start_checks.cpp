@@ -122,11 +122,15 @@ void check_checkpoint_folder(const RunConfig& c, const std::string& run_dir) {
   const std::string what = c.checkpoint.dir.empty() ? fmt::format("the run's checkpoint folder '{}'", folder.string())
                                                     : fmt::format("config error in {}: checkpoint.dir '{}'",
                                                                   c.sources_of({"checkpoint.dir"}), folder.string());
+  // A default folder not made yet is made in the run directory, the one the user named (--run-dir):
+  // a file in the way or a folder not writable is said of it, not of a folder the user never gave.
+  const bool in_run_dir = c.checkpoint.dir.empty() && existing != fs::absolute(folder, ec);
+  const std::string made = in_run_dir ? fmt::format("the run directory '{}'", run_dir) : what;
   if (existing.empty() || !fs::is_directory(existing, ec)) {
-    throw_input_error("{} cannot be made: '{}' is not a directory", what, existing.string());
+    throw_input_error("{} cannot be made: '{}' is not a directory", made, existing.string());
   }
   if (const std::string why = why_unwritable(existing.string()); !why.empty()) {
-    throw_input_error("{} cannot be written ('{}' is not writable: {})", what, existing.string(), why);
+    throw_input_error("{} cannot be written ('{}' is not writable: {})", made, existing.string(), why);
   }
   // The longest path a save or a set-aside makes below the folder (/superseded/step_00000001.2/
   // rank_00000.bin: 43 characters; 64 leaves room for staging suffixes and more ranks) must fit the

@@ -214,7 +214,21 @@ TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
       {[](auto& d) { d["extra"] = nlohmann::json::array(); }, "\"extra\" is [], not an object"},
       // Numbers that nlohmann's get<int> would take for others: true for 1, 2^32 for 0.
       {[](auto& d) { d["world_size"] = true; }, "world_size true is not a whole number"},
-      {[](auto& d) { d["files"][0]["rank"] = 4294967296; }, "a file's rank 4294967296 is not a whole number"},
+      {[](auto& d) { d["files"][0]["rank"] = 4294967296; }, "files[0].rank 4294967296 is not a whole number"},
+      // Fields of another type, named by their path (the library's type_error named none), and a
+      // crc32 of -1 that get<std::uint32_t> read as ffffffff.
+      {[](auto& d) { d["params"][1]["shape"] = "x"; }, "manifest.json: params[1].shape is \"x\", not a list"},
+      {[](auto& d) { d["params"][0]["hf_shape"] = {2, true}; }, "params[0].hf_shape[1] true is not a whole number"},
+      {[](auto& d) { d["params"][0]["name"] = 3; }, "params[0].name is 3, not a string"},
+      {[](auto& d) { d["params"][0]["decays"] = 1; }, "params[0].decays is 1, not true or false"},
+      {[](auto& d) { d["params"][0].erase("dtype"); }, "params[0] has no \"dtype\""},
+      {[](auto& d) { d["params"][0] = 7; }, "params[0] is 7, not an object"},
+      {[](auto& d) { d["units"] = {{"name", "x"}}; }, "units is {\"name\": \"x\"}, not a list"},
+      {[](auto& d) { d["files"][0]["crc32"] = -1; }, "files[0].crc32 -1 is not a whole number"},
+      {[](auto& d) { d["files"][0]["chunk_crc32"] = {"a"}; }, "files[0].chunk_crc32[0] \"a\" is not a whole"},
+      {[](auto& d) { d["files"][0]["segments"][2]["state"] = 7; }, "files[0].segments[2].state is 7, not a string"},
+      {[](auto& d) { d["checksum"]["algorithm"] = nullptr; }, "checksum.algorithm is null, not a string"},
+      {[](auto& d) { d.erase("world_size"); }, "the manifest has no \"world_size\""},
       {[](auto& d) { d["state_dtype"] = "BF16"; }, "not this format's master, exp_avg and exp_avg_sq in F32"},
       // What the readers take from config and extra, of another type: the library's type_error
       // later, naming nothing (from a fuzz of resealed manifests).

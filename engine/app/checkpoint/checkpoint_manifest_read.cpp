@@ -9,12 +9,15 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "engine/app/checkpoint/checkpoint_manifest.h"
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/config/config_limits.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
+#include "engine/base/core/config_text.h"
 
 namespace zt::ckpt {
 
@@ -25,9 +28,78 @@ namespace {
 template <class T>
 T manifest_integer(const nlohmann::json& v, const char* key, const std::string& source) {
   const std::optional<long long> x = json_integer_in(v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
-  if (!x) throw_input_error("{}: {} {} is not a whole number a manifest holds", source, key, v.dump());
+  if (!x) throw_input_error("{}: {} {} is not a whole number a manifest holds", source, key, preview_json(v));
   return static_cast<T>(*x);
 }
+
+// One object of the manifest, read a field at a time: each value of the type the writer gives it,
+// or an error naming its path ("params[3].shape") and what it holds. The library's own type_error
+// named neither ("type must be array, but is string"), and get<std::uint32_t> took -1 for a crc32.
+class ManifestObject {
+ public:
+  ManifestObject(const nlohmann::json& value, std::string path, const std::string& source)
+      : value_(value), path_(std::move(path)), source_(source) {
+    if (!value_.is_object()) {
+      throw_input_error("{}: {} is {}, not an object", source_, path_.empty() ? "the manifest" : path_,
+                        preview_json(value_));
+    }
+  }
+
+  std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  bool has(const char* key) const { return value_.contains(key); }
+
+  const nlohmann::json& at(const char* key) const {
+    if (!value_.contains(key)) {
+      throw_input_error("{}: {} has no \"{}\"", source_, path_.empty() ? "the manifest" : path_, key);
+    }
+    return value_[key];
+  }
+
+  const nlohmann::json& list(const char* key) const {
+    const nlohmann::json& v = at(key);
+    if (!v.is_array()) throw_input_error("{}: {} is {}, not a list", source_, name(key), preview_json(v));
+    return v;
+  }
+
+  ManifestObject element(const char* key, std::size_t i) const {
+    return ManifestObject(list(key).at(i), fmt::format("{}[{}]", name(key), i), source_);
+  }
+
+  ManifestObject object(const char* key) const { return ManifestObject(at(key), name(key), source_); }
+
+  std::string string(const char* key) const {
+    const nlohmann::json& v = at(key);
+    if (!v.is_string()) throw_input_error("{}: {} is {}, not a string", source_, name(key), preview_json(v));
+    return v.get<std::string>();
+  }
+
+  bool boolean(const char* key) const {
+    const nlohmann::json& v = at(key);
+    if (!v.is_boolean()) throw_input_error("{}: {} is {}, not true or false", source_, name(key), preview_json(v));
+    return v.get<bool>();
+  }
+
+  template <class T>
+  T integer(const char* key) const {
+    return manifest_integer<T>(at(key), name(key).c_str(), source_);
+  }
+
+  template <class T>
+  std::vector<T> integers(const char* key) const {
+    const nlohmann::json& v = list(key);
+    std::vector<T> out;
+    out.reserve(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      out.push_back(manifest_integer<T>(v[i], fmt::format("{}[{}]", name(key), i).c_str(), source_));
+    }
+    return out;
+  }
+
+ private:
+  const nlohmann::json& value_;
+  std::string path_;
+  const std::string& source_;
+};
 
 StateKind state_kind_from(const std::string& name, const std::string& source) {
   for (int k = 0; k < kNumStateKinds; ++k) {
@@ -36,40 +108,37 @@ StateKind state_kind_from(const std::string& name, const std::string& source) {
   throw_input_error("{}: unknown state '{}' in a file segment", source, name);
 }
 
-ParamTable table_from_json(const nlohmann::json& doc, const std::string& source) {
+ParamTable table_from_json(const ManifestObject& doc, const std::string& source) {
   ParamTable t;
-  const auto& units = doc.at("units");
-  const auto& params = doc.at("params");
+  const nlohmann::json& units = doc.list("units");
+  const nlohmann::json& params = doc.list("params");
   int last_unit = -1;
-  for (const auto& p : params) {
-    const int unit = manifest_integer<int>(p.at("unit"), "a parameter's unit", source);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const ManifestObject p = doc.element("params", i);
+    const std::string name = p.string("name");
+    const int unit = p.integer<int>("unit");
     if (unit != last_unit) {
       if (unit != last_unit + 1 || unit >= static_cast<int>(units.size())) {
-        throw_input_error("{}: parameter '{}' names unit {} out of order", source, p.at("name").get<std::string>(),
-                          unit);
+        throw_input_error("{}: parameter '{}' names unit {} out of order", source, name, unit);
       }
-      t.add_unit(units.at(static_cast<std::size_t>(unit)).at("name").get<std::string>());
+      t.add_unit(doc.element("units", static_cast<std::size_t>(unit)).string("name"));
       last_unit = unit;
     }
-    if (p.at("dtype").get<std::string>() != "F32") {
-      throw_input_error("{}: parameter '{}' state dtype is not F32", source, p.at("name").get<std::string>());
-    }
-    const auto shape = p.at("shape").get<std::vector<std::int64_t>>();
-    const auto hf_shape = p.at("hf_shape").get<std::vector<std::int64_t>>();
+    if (p.string("dtype") != "F32") throw_input_error("{}: parameter '{}' state dtype is not F32", source, name);
+    const auto shape = p.integers<std::int64_t>("shape");
+    const auto hf_shape = p.integers<std::int64_t>("hf_shape");
     for (std::int64_t d : shape) {
-      if (d < 0 || d > (std::int64_t{1} << 40))
-        throw_input_error("{}: parameter '{}' has a bad shape", source, p.at("name").get<std::string>());
+      if (d < 0 || d > (std::int64_t{1} << 40)) throw_input_error("{}: parameter '{}' has a bad shape", source, name);
     }
     // A part of a tensor split by rows across units continues the rows of its earlier parts
     // (manifests written before row parts existed have no row_offset: whole tensors).
-    const std::string name = p.at("name").get<std::string>();
     if (shape.empty() || hf_shape.size() != shape.size()) {
       throw_input_error(
           "{}: parameter '{}' has shape [{}] and Hugging Face shape [{}] (the same number of "
           "dimensions, at least one)",
           source, name, fmt::join(shape, ", "), fmt::join(hf_shape, ", "));
     }
-    const std::int64_t row_offset = p.value("row_offset", std::int64_t{0});
+    const std::int64_t row_offset = p.has("row_offset") ? p.integer<std::int64_t>("row_offset") : 0;
     std::int64_t rows_before = 0;
     for (const TensorParts& known : t.tensors()) {
       if (known.name != name) continue;
@@ -83,8 +152,8 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
       throw_input_error("{}: parameter '{}' starts at row {} but its earlier parts hold {} rows", source, name,
                         row_offset, rows_before);
     }
-    const int index = t.add_param(name, shape, hf_shape, p.at("decays").get<bool>(), row_offset);
-    const auto offset = manifest_integer<std::int64_t>(p.at("offset"), "a parameter's offset", source);
+    const int index = t.add_param(name, shape, hf_shape, p.boolean("decays"), row_offset);
+    const auto offset = p.integer<std::int64_t>("offset");
     if (t.param(index).offset != offset) {
       throw_input_error("{}: parameter '{}' offset {} does not follow the previous parameter", source,
                         t.param(index).name, offset);
@@ -93,7 +162,7 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
   if (t.units().size() != units.size())
     throw_input_error("{}: {} units listed but parameters use {}", source, units.size(), t.units().size());
   for (std::size_t u = 0; u < units.size(); ++u) {
-    const auto numel = manifest_integer<std::int64_t>(units[u].at("numel"), "a unit's numel", source);
+    const auto numel = doc.element("units", u).integer<std::int64_t>("numel");
     if (numel != t.units()[u].numel) {
       throw_input_error("{}: unit '{}' numel {} is not the sum of its parameters ({})", source, t.units()[u].name,
                         numel, t.units()[u].numel);
@@ -170,25 +239,25 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
   Manifest m;
   m.format_version = checked_format_version(doc, source);
   try {
-    m.position.step = manifest_integer<std::int64_t>(doc.at("step"), "step", source);
-    m.position.tokens_seen = manifest_integer<std::int64_t>(doc.at("tokens_seen"), "tokens_seen", source);
-    m.position.next_sample_index =
-        manifest_integer<std::int64_t>(doc.at("next_sample_index"), "next_sample_index", source);
-    const int optimizer_step = manifest_integer<int>(doc.at("optimizer_step"), "optimizer_step", source);
-    m.world_size = manifest_integer<int>(doc.at("world_size"), "world_size", source);
-    m.zero_stage = manifest_integer<int>(doc.at("zero_stage"), "zero_stage", source);
-    m.param_dtype = doc.at("param_dtype").get<std::string>();
-    m.model = doc.at("model");
-    m.config = doc.at("config");
+    const ManifestObject top(doc, "", source);
+    m.position.step = top.integer<std::int64_t>("step");
+    m.position.tokens_seen = top.integer<std::int64_t>("tokens_seen");
+    m.position.next_sample_index = top.integer<std::int64_t>("next_sample_index");
+    const int optimizer_step = top.integer<int>("optimizer_step");
+    m.world_size = top.integer<int>("world_size");
+    m.zero_stage = top.integer<int>("zero_stage");
+    m.param_dtype = top.string("param_dtype");
+    m.model = top.at("model");
+    m.config = top.at("config");
     m.extra = doc.value("extra", nlohmann::json::object());
     for (const auto& [key, value] : {std::pair{"model", &m.model}, {"config", &m.config}, {"extra", &m.extra}}) {
       if (!value->is_object()) throw_input_error("{}: \"{}\" is {}, not an object", source, key, value->dump());
     }
     check_config_and_extra_types(m.config, m.extra, source);
-    m.checksum_chunk_bytes =
-        manifest_integer<std::int64_t>(doc.at("checksum").at("chunk_bytes"), "checksum.chunk_bytes", source);
+    const ManifestObject checksum = top.object("checksum");
+    m.checksum_chunk_bytes = checksum.integer<std::int64_t>("chunk_bytes");
     // A chunk is read whole to check it: no larger than a writer's (kChecksumChunkBytes) by far.
-    if (doc.at("checksum").at("algorithm").get<std::string>() != "crc32" || m.checksum_chunk_bytes <= 0 ||
+    if (checksum.string("algorithm") != "crc32" || m.checksum_chunk_bytes <= 0 ||
         m.checksum_chunk_bytes > kMaxChecksumChunkBytes) {
       throw_input_error("{}: unsupported checksum {}", source, doc.at("checksum").dump());
     }
@@ -221,25 +290,24 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     }
     if (m.param_dtype != "f32" && m.param_dtype != "bf16")
       throw_input_error("{}: param_dtype '{}' is not f32 or bf16", source, m.param_dtype);
-    m.table = table_from_json(doc, source);
-    const auto& files = doc.at("files");
+    m.table = table_from_json(top, source);
+    const nlohmann::json& files = top.list("files");
     if (files.size() != static_cast<std::size_t>(m.world_size)) {
       throw_input_error("{}: {} rank files listed for world_size {}", source, files.size(), m.world_size);
     }
     for (int r = 0; r < m.world_size; ++r) {
-      const auto& f = files[static_cast<std::size_t>(r)];
+      const ManifestObject f = top.element("files", static_cast<std::size_t>(r));
       RankFile rf;
-      rf.name = f.at("name").get<std::string>();
-      rf.rank = manifest_integer<int>(f.at("rank"), "a file's rank", source);
-      rf.bytes = manifest_integer<std::int64_t>(f.at("bytes"), "a file's bytes", source);
-      rf.crc32 = f.at("crc32").get<std::uint32_t>();
-      rf.chunk_crc32 = f.at("chunk_crc32").get<std::vector<std::uint32_t>>();
-      for (const auto& s : f.at("segments")) {
-        rf.segments.push_back({state_kind_from(s.at("state").get<std::string>(), source),
-                               manifest_integer<int>(s.at("unit"), "a segment's unit", source),
-                               manifest_integer<std::int64_t>(s.at("begin"), "a segment's begin", source),
-                               manifest_integer<std::int64_t>(s.at("end"), "a segment's end", source),
-                               manifest_integer<std::int64_t>(s.at("offset"), "a segment's offset", source)});
+      rf.name = f.string("name");
+      rf.rank = f.integer<int>("rank");
+      rf.bytes = f.integer<std::int64_t>("bytes");
+      rf.crc32 = f.integer<std::uint32_t>("crc32");
+      rf.chunk_crc32 = f.integers<std::uint32_t>("chunk_crc32");
+      for (std::size_t j = 0; j < f.list("segments").size(); ++j) {
+        const ManifestObject seg = f.element("segments", j);
+        rf.segments.push_back({state_kind_from(seg.string("state"), source), seg.integer<int>("unit"),
+                               seg.integer<std::int64_t>("begin"), seg.integer<std::int64_t>("end"),
+                               seg.integer<std::int64_t>("offset")});
       }
       // The loader reads through these segments; they must be the documented split, nothing else.
       if (rf.rank != r || rf.name != rank_file_name(r) || rf.segments != rank_file_segments(m.table, m.world_size, r) ||

@@ -218,12 +218,18 @@ TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
       // Fields of another type, named by their path (the library's type_error named none), and a
       // crc32 of -1 that get<std::uint32_t> read as ffffffff.
       {[](auto& d) { d["params"][1]["shape"] = "x"; }, "manifest.json: params[1].shape is \"x\", not a list"},
-      {[](auto& d) { d["params"][0]["hf_shape"] = {2, true}; }, "params[0].hf_shape[1] true is not a whole number"},
+      {[](auto& d) {
+         d["params"][0]["hf_shape"] = {2, true};
+       },
+       "params[0].hf_shape[1] true is not a whole number"},
       {[](auto& d) { d["params"][0]["name"] = 3; }, "params[0].name is 3, not a string"},
       {[](auto& d) { d["params"][0]["decays"] = 1; }, "params[0].decays is 1, not true or false"},
       {[](auto& d) { d["params"][0].erase("dtype"); }, "params[0] has no \"dtype\""},
       {[](auto& d) { d["params"][0] = 7; }, "params[0] is 7, not an object"},
-      {[](auto& d) { d["units"] = {{"name", "x"}}; }, "units is {\"name\": \"x\"}, not a list"},
+      {[](auto& d) {
+         d["units"] = {{"name", "x"}};
+       },
+       "units is {\"name\": \"x\"}, not a list"},
       {[](auto& d) { d["files"][0]["crc32"] = -1; }, "files[0].crc32 -1 is not a whole number"},
       {[](auto& d) { d["files"][0]["chunk_crc32"] = {"a"}; }, "files[0].chunk_crc32[0] \"a\" is not a whole"},
       {[](auto& d) { d["files"][0]["segments"][2]["state"] = 7; }, "files[0].segments[2].state is 7, not a string"},

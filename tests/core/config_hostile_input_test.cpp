@@ -68,13 +68,14 @@ TEST(ConfigHostileInput, NumbersBelowADoublesRangeAreRefusedWithTheirText) {
   EXPECT_EQ(error_of([] { parse_config_json("{\"optim\": {\n  \"lr\": 1e-400}}", "tiny.json"); }),
             "config error in tiny.json: number underflow parsing '1e-400' at line 2, column 9 (below the smallest "
             "normal double, 2.22507e-308; write 0 where zero is meant)");
-  EXPECT_NE(error_of([] { parse_config_json("{\"optim\": {\"lr\": -4.9e-324}}", "t.json"); })
-                .find("underflow parsing '-4.9e-324' at line 1, column 18"),
+  EXPECT_NE(error_of([] {
+              parse_config_json("{\"optim\": {\"lr\": -4.9e-324}}", "t.json");
+            }).find("underflow parsing '-4.9e-324' at line 1, column 18"),
             std::string::npos);
-  const nlohmann::json fine =
-      parse_config_json("{\"a\": 0, \"b\": 0e-999, \"c\": 2.2250738585072014e-308, \"d\": \"1e-400\", "
-                        "\"e\\\"1e-400\": -0.0, \"f\": [1e-300]}",
-                        "fine.json");
+  const nlohmann::json fine = parse_config_json(
+      "{\"a\": 0, \"b\": 0e-999, \"c\": 2.2250738585072014e-308, \"d\": \"1e-400\", "
+      "\"e\\\"1e-400\": -0.0, \"f\": [1e-300]}",
+      "fine.json");
   EXPECT_EQ(fine["a"], 0);
   EXPECT_EQ(fine["d"], "1e-400");
   EXPECT_DOUBLE_EQ(fine["f"][0].get<double>(), 1e-300);

@@ -29,8 +29,10 @@ std::pair<std::string, std::size_t> first_underflowing_number(std::string_view t
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') {
@@ -113,9 +115,10 @@ std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& 
   }
   if (value.is_number_float()) {
     if (const auto [number, byte] = first_underflowing_number(text); byte != 0) {
-      throw_input_error("--set {}: number underflow parsing '{}' (below the smallest normal double, {:g}; write 0 "
-                        "where zero is meant)",
-                        assignment, number, DBL_MIN);
+      throw_input_error(
+          "--set {}: number underflow parsing '{}' (below the smallest normal double, {:g}; write 0 "
+          "where zero is meant)",
+          assignment, number, DBL_MIN);
     }
   }
   nlohmann::json* node = &doc;
@@ -210,9 +213,10 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
   }
   if (const auto [number, byte] = first_underflowing_number(text); byte != 0) {
     const auto [line, col] = line_and_column(text, byte);
-    throw_input_error("config error in {}: number underflow parsing '{}' at line {}, column {} (below the smallest "
-                      "normal double, {:g}; write 0 where zero is meant)",
-                      source, number, line, col, DBL_MIN);
+    throw_input_error(
+        "config error in {}: number underflow parsing '{}' at line {}, column {} (below the smallest "
+        "normal double, {:g}; write 0 where zero is meant)",
+        source, number, line, col, DBL_MIN);
   }
   if (!duplicate.empty()) {
     throw_input_error("config error in {}: key '{}' appears twice in one object (which one was meant?)", source,

@@ -142,6 +142,15 @@ def main():
     check(loss is not None and abs(loss - want) < 1e-5, f"an llm.c file padded to 256 rows: loss {loss} = {want:.6f} "
                                                         f"({err})")
 
+    # A --seq-len past the model's positions: refused naming where the bound is written (it said
+    # "in [1, 32]" alone, for a Llama with no position table).
+    for source, where in ((path, "max_seq_len of its llm.c header"), (os.path.join(work, "resaved"),
+                                                                       "max_position_embeddings")):
+        p = run("eval", "--from", source, "--tokens", tokens_path, "--windows", "1", "--seq-len", "33")
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        check(p.returncode == 2 and len(lines) == 1 and "--seq-len 33 is past the model's 32 positions" in lines[0]
+              and where in lines[0], f"--seq-len past the context names its bound ({lines})")
+
     # rope_scaling spelled as the folder spells it.
     torch.manual_seed(5)
     llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(

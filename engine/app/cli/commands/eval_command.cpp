@@ -205,7 +205,20 @@ int eval_main(const std::vector<std::string>& args) {
       // --dtype asks for others.
       if (!parser.has("dtype")) source.activations = run->activation_dtype;
     }
-    T = parser.get_int("seq-len", source.context, 1, source.spec.block_size());
+    // Past the model's positions: said with where that bound is written (a Llama has no position
+    // table, but it was trained to its max_position_embeddings, the bound transformers states).
+    const int positions = source.spec.block_size();
+    if (parser.has("seq-len") && parser.get_int("seq-len", 1, 1, INT32_MAX) > positions) {
+      const bool llmc_file =
+          source.kind == WeightSource::Kind::kPretrained && !std::filesystem::is_directory(source.path);
+      throw_input_error("zerotrain eval: --seq-len {} is past the model's {} positions ({}): pass at most {}",
+                        parser.get("seq-len"), positions,
+                        source.kind != WeightSource::Kind::kPretrained ? "its model.block_size"
+                        : llmc_file                                    ? "the max_seq_len of its llm.c header"
+                                    : "max_position_embeddings, or GPT-2's n_positions, in its config.json",
+                        positions);
+    }
+    T = parser.get_int("seq-len", source.context, 1, positions);
     if (parser.has("tokens")) {
       data::TokenFileFormat format = data::TokenFileFormat::kAuto;
       if (!data::parse_token_file_format(parser.get("format", "auto"), &format)) {

@@ -65,6 +65,9 @@ bool epilogue_measures_faster(const ExecContext& ctx, const LtGemm& dw, bool dou
   if (!output_fits_scratch(ctx, dw)) return false;
   Buffer d_out = output_scratch(ctx, dw, dw.n), db = res.scratch(dbias.dtype, OC), sums = res.scratch(dbias.dtype, OC);
   const TensorView db_view = db.view(dbias.shape);
+  // Both routes add into db: zeroed first, so that nothing uninitialised is read (compute-sanitizer's
+  // initcheck would say so; the sums are thrown away either way).
+  ZT_CUDA_CHECK(cudaMemsetAsync(db.data(), 0, static_cast<std::size_t>(db.size_bytes()), stream_of(ctx)));
   // Warm-ups, which also run each product's own timed algorithm search (into d_out). Either way
   // may be refused out of place (no candidate writes D apart from C): then the kernels stay.
   if (!epilogue_route(ctx, dw, dout_is_a, db_view, sums, d_out.data())) return false;

@@ -4,6 +4,9 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <exception>
+
 #include "engine/base/core/check.h"
 #include "engine/base/device/cuda_allocator.h"
 #include "engine/base/device/cuda_stream.h"
@@ -22,7 +25,15 @@ struct ComputeBackend::CudaParts final : DeviceParts {
   cuda::KernelResources resources;
   CudaParts(int device, MemoryTracker& tracker)
       : stream(device), allocator(device, stream.get()), resources(tracker, allocator) {}
-  ~CudaParts() override { stream.synchronize(); }  // nothing queued may outlive the memory it uses
+  // Nothing queued may outlive the memory it uses. Not stream.synchronize(), which throws: after a
+  // sticky device error (an illegal address) the sync fails again while that error unwinds, and a
+  // throw from this destructor then ended the process in std::terminate, its own error unsaid.
+  ~CudaParts() override {
+    if (const cudaError_t e = cudaStreamSynchronize(stream.get());
+        e != cudaSuccess && std::uncaught_exceptions() == 0) {
+      std::fprintf(stderr, "zerotrain: the device's stream failed at shutdown: %s\n", cudaGetErrorString(e));
+    }
+  }
 };
 
 int cuda_device_count() { return cuda::device_count(); }

@@ -58,6 +58,18 @@ NcclCommunicator::Collective::Collective(NcclCommunicator& owner) : owner_(owner
   }
 }
 
+// A collective abandoned before finish() (its NCCL call or settling threw) returns its staging to
+// the allocator, whose reuse is ordered on the compute stream, only behind the uploads and casts it
+// queued into them on the communication stream (finish() hands them to a Staging instead). No throw
+// here: an error unwinds through it.
+NcclCommunicator::Collective::~Collective() {
+  if (staging_.empty()) return;
+  cudaEvent_t queued = nullptr;
+  if (cudaEventCreateWithFlags(&queued, cudaEventDisableTiming) != cudaSuccess) return;
+  if (cudaEventRecord(queued, stream()) == cudaSuccess) (void)cudaStreamWaitEvent(impl_.compute_stream(), queued, 0);
+  cudaEventDestroy(queued);
+}
+
 TensorView NcclCommunicator::Collective::input(TensorView v, DType want) {
   if (v.device != Device::kCUDA) {
     TensorView dev = stage(v.dtype, v.numel());
@@ -121,6 +133,7 @@ Work NcclCommunicator::Collective::finish(std::string description) {
       timeout_s);
   const cudaStream_t compute = impl_.compute_stream();
   auto staging = std::make_shared<Staging>(std::move(staging_), done, compute);
+  staging_.clear();  // the Staging's now (moved from: no longer the destructor's)
   std::function<bool()> advance;
   if (host_copies.empty()) {
     // Device results: the compute stream waits for them; the host goes on at once. The staging

@@ -94,6 +94,12 @@ struct NcclCommunicator::Impl {
     }
     std::fprintf(stderr, "zerotrain: error: rank %d: %s\n", rank, message.c_str());
     std::fflush(stderr);
+    // Not in the middle of another thread's call on this communicator (NCCL lets one thread at a
+    // time operate it: an abort under the caller's ncclCommGetAsyncError could crash the process
+    // before its exit): nccl_mutex is waited for up to 2 s, then the abort goes ahead without it
+    // (a call that holds it that long is stuck, and the exit must not wait on it).
+    std::unique_lock<std::mutex> lock(nccl_mutex, std::defer_lock);
+    for (int i = 0; i < 200 && !lock.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (comm != nullptr) ncclCommAbort(comm);
     std::_Exit(1);
   }
@@ -105,6 +111,10 @@ struct NcclCommunicator::Impl {
 class NcclCommunicator::Collective {
  public:
   explicit Collective(NcclCommunicator& owner);
+  // Abandoned before finish() (its call threw): see there.
+  ~Collective();
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
 
   // `v` as a device view of dtype `want`: v itself, or a staging copy (upload, cast, or both).
   TensorView input(TensorView v, DType want);

@@ -11,9 +11,13 @@
 
 #include <chrono>
 #include <csignal>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/collective_watchdog.h"
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/signals.h"
 
@@ -58,6 +62,39 @@ TEST(StopSignal, TheFirstSignalIsRecordedAndABlockedCollectiveGivesUpAfterTheGra
   EXPECT_LT(seconds, 10.0);
   EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
   EXPECT_EQ(signal_name(SIGINT), "SIGINT");
+}
+
+// A device backend's collectives are watched from the watchdog's thread, while the host may be
+// blocked in a device synchronisation behind them: the watchdog applies the grace too (it waited
+// for the collective timeout, 300 s, and Slurm's SIGKILL came first, the failure unsaid), except
+// while a wait known to outlast it is in progress (another group's checkpoint save).
+TEST(StopSignal, TheWatchdogFailsACollectiveStillInFlightAGraceAfterTheRequest) {
+  install_stop_request_handlers("zerotrain", "a test's stop");
+  set_stop_grace_seconds(0.2);
+  std::mutex mutex;
+  std::vector<std::string> reports;
+  const auto reported = [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return reports;
+  };
+  CollectiveWatchdog dog([] { return std::string(); },
+                         [&](const std::string& m) {
+                           std::lock_guard<std::mutex> lock(mutex);
+                           reports.push_back(m);
+                         });
+  {
+    const StopGraceSuspended waiting_past_the_grace;
+    dog.watch(
+        "all_reduce of 1 f32", "step 3, another group's save", [] { return false; }, 60.0);
+    ASSERT_EQ(std::raise(SIGUSR1), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    EXPECT_TRUE(reported().empty()) << reported().front();
+  }
+  for (int i = 0; i < 500 && reported().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(reported().size(), 1u);
+  EXPECT_EQ(reported().front(),
+            "all_reduce of 1 f32 (step 3, another group's save) was still blocked 0.2 s after SIGUSR1 asked this rank "
+            "to stop: another rank has failed or died; exiting without a checkpoint");
 }
 
 TEST(StopSignalDeathTest, ASecondSigtermOrSigintEndsTheProcessAtOnce) {

@@ -5,7 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
+
+#include "engine/distributed/launch/signals.h"
 
 namespace zt {
 
@@ -27,12 +30,12 @@ CollectiveWatchdog::~CollectiveWatchdog() {
 }
 
 void CollectiveWatchdog::watch(std::string description, std::string context, DoneProbe done, double timeout_s) {
+  const auto start = std::chrono::steady_clock::now();
   const auto deadline =
-      std::chrono::steady_clock::now() +
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    entries_.push_back(Entry{std::move(description), std::move(context), std::move(done), deadline, timeout_s});
+    entries_.push_back(Entry{std::move(description), std::move(context), std::move(done), deadline, timeout_s, start});
   }
   wake_.notify_all();
 }
@@ -64,6 +67,14 @@ std::string CollectiveWatchdog::poll_once() {
     if (now > it->deadline) {
       return fmt::format("{} ({}) did not complete within {:g} s: a rank died, hangs, or never called it",
                          it->description, it->context, it->timeout_s);
+    }
+    const double grace = std::min(it->timeout_s, stop_grace_seconds());
+    if (seconds_since_stop_signal() > grace && std::chrono::duration<double>(now - it->start).count() > grace &&
+        !stop_grace_suspended()) {
+      return fmt::format(
+          "{} ({}) was still blocked {:g} s after {} asked this rank to stop: another rank has failed or died; "
+          "exiting without a checkpoint",
+          it->description, it->context, grace, signal_name(stop_signal()));
     }
     ++it;
   }

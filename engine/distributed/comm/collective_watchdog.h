@@ -4,8 +4,11 @@
 // here with a completion probe and a deadline, and the backend's asynchronous-error query is polled
 // beside them: a deadline passed or an error reported calls `on_failure` once, with one line naming
 // the collective and what the rank was doing (the backend then aborts its communicator and exits
-// the process, as the MPI backend does on a timeout). Host logic only: tested on the CPU with
-// probes that are plain functions.
+// the process, as the MPI backend does on a timeout). After a stop request, a collective still in
+// flight the stop rule's grace period after it and after its own start is failed as Work::wait
+// fails one (signals.h: a live peer reaches the step boundary within the grace, a dead one never
+// does): the host may be blocked in a device synchronisation behind it, where nothing else looks.
+// Host logic only: tested on the CPU with probes that are plain functions.
 #pragma once
 
 #include <chrono>
@@ -47,6 +50,7 @@ class CollectiveWatchdog {
     DoneProbe done;
     std::chrono::steady_clock::time_point deadline;
     double timeout_s;
+    std::chrono::steady_clock::time_point start;
   };
   void run();
   // One pass over the entries; returns the failure message, or empty.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -62,6 +63,10 @@ void Work::wait(bool bounded_by_stop_grace) {
       g_comm_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   } add_wait_time{start};
+  // A wait that may outlast the grace says so to the collective watchdog too (a device backend's
+  // collectives are watched from its thread, which applies the same rule).
+  std::optional<StopGraceSuspended> past_grace;
+  if (!bounded_by_stop_grace) past_grace.emplace();
   int spins = 0;
   while (!advance_()) {
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

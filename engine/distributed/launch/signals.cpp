@@ -326,6 +326,14 @@ std::atomic<double> g_stop_grace_seconds{20.0};
 double stop_grace_seconds() { return g_stop_grace_seconds; }
 void set_stop_grace_seconds(double seconds) { g_stop_grace_seconds = seconds; }
 
+namespace {
+std::atomic<int> g_grace_suspensions{0};
+}  // namespace
+
+StopGraceSuspended::StopGraceSuspended() { ++g_grace_suspensions; }
+StopGraceSuspended::~StopGraceSuspended() { --g_grace_suspensions; }
+bool stop_grace_suspended() { return g_grace_suspensions > 0; }
+
 double seconds_since_stop_signal() {
   if (g_stop_signal == 0) return 0.0;
   return 1e-9 * static_cast<double>(monotonic_ns() - g_stop_time_ns);

@@ -74,5 +74,15 @@ std::string signal_name(int signal_number);
 // never does. Under Slurm the SIGKILL follows SIGTERM after KillWait (30 s by default).
 double stop_grace_seconds();
 void set_stop_grace_seconds(double seconds);
+// While one lives, a wait known to outlast the grace (Work::wait(false): another group's checkpoint
+// save) is in progress: the collective watchdog does not apply the grace to what is in flight.
+class StopGraceSuspended {
+ public:
+  StopGraceSuspended();
+  ~StopGraceSuspended();
+  StopGraceSuspended(const StopGraceSuspended&) = delete;
+  StopGraceSuspended& operator=(const StopGraceSuspended&) = delete;
+};
+bool stop_grace_suspended();
 
 }  // namespace zt

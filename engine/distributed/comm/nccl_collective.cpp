@@ -125,8 +125,12 @@ Work NcclCommunicator::Collective::finish(std::string description) {
         const cudaError_t state = cudaEventQuery(done->get());
         if (state == cudaErrorNotReady) return false;
         if (state != cudaSuccess) {
-          throw std::runtime_error(fmt::format("CUDA error on its completion event: {} ({})", cudaGetErrorString(state),
-                                               cudaGetErrorName(state)));
+          // The context's sticky error: a fault in any kernel queued before the event, most
+          // often a computation's, not the collective's own.
+          throw std::runtime_error(
+              fmt::format("CUDA error on its completion event: {} ({}; raised by any kernel queued before it, "
+                          "not necessarily the collective)",
+                          cudaGetErrorString(state), cudaGetErrorName(state)));
         }
         return true;
       },

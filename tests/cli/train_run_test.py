@@ -11,7 +11,9 @@
   * a non-finite gradient (injected through ZT_TEST_NONFINITE_AT_STEP) stops the run with exit 1
     and writes no weights, or with train.nonfinite=skip skips that step and finishes with finite
     weights, the checkpoint and evaluation due after the skipped step still made, and a resume
-    from that checkpoint ending on the same weights;
+    from that checkpoint ending on the same weights; a gradient norm past fp32's squares counts as
+    non-finite, a sample from overflowing weights is recorded and the run goes on, and a run none of
+    whose steps updated the weights says why;
   * bad batch terms on the command line are refused with exit 2 and one line.
 
 usage: train_run_test.py PATH/TO/zerotrain
@@ -381,6 +383,50 @@ def main():
     # ... and so does its record: step 4 was skipped, step 5 stopped the run (it said "skip").
     actions = [(r["step"], r["action"]) for r in records(os.path.join(work, "c_skip")) if r["type"] == "nonfinite"]
     check(actions == [(4, "skip"), (5, "stop")], f"the nonfinite records say what each step did ({actions})")
+
+    # A run none of whose steps updated the weights says why, not "no step in this run
+    # (train.max_steps = 0)" (or "resumed at its last step" after a resume).
+    for name, extra, env, why in (
+            ("c_all", ["--set", "train.max_steps=3", "--set", "train.nonfinite=skip"], "1-3",
+             "train loss: none (no step of this run updated the weights: its 3 skipped for a non-finite loss"),
+            ("c_first", ["--set", "train.max_steps=3"], "1",
+             "train loss: none (no step of this run updated the weights: step 1: non-finite gradient")):
+        p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, name)] + extra,
+                {"ZT_TEST_NONFINITE_AT_STEP": env})
+        check(why in p.stdout and "no step in this run" not in p.stdout,
+              f"a run whose every step was non-finite says so ({[l for l in p.stdout.splitlines() if 'loss:' in l]})")
+
+    # A gradient whose norm passes sqrt(FLT_MAX) with no clipping: AdamW's fp32 squares of it are inf
+    # (its second moments stayed inf, the elements frozen, the checkpoint saved so, nothing said), as
+    # PyTorch's fp32 norm is: a non-finite step. The fp64 norm is finite; the line says what overflows.
+    diverging = ["--set", "optim.lr=10", "--set", "optim.weight_decay=10", "--set", "optim.grad_clip=0", "--set",
+                 "optim.eps=1e-30", "--set", "optim.decay=constant", "--set", "optim.warmup_steps=0", "--set",
+                 "precision.param_dtype=bf16", "--set", "precision.activations=bf16", "--set", "log.sample_tokens=0",
+                 "--set", "train.eval_every=0"]
+    p = run(binary, ["train", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--run-dir",
+                     os.path.join(work, "c_square"), "--set", "train.max_steps=8"] + diverging)
+    err_lines = [line for line in p.stderr.splitlines() if line.strip()]
+    norms = [r["grad_norm"] for r in records(os.path.join(work, "c_square")) if r["type"] == "train"]
+    check(p.returncode == 1 and len(err_lines) == 1 and "overflows AdamW's fp32 squares (past 1.845e+19" in err_lines[0]
+          and all(n < 1.845e19 for n in norms),
+          f"a gradient norm past fp32's squares stops the run, every step before it under the bound "
+          f"({err_lines}, norms {norms})")
+
+    # A periodic sample from weights that overflow (a diverging run kept alive by "skip") is recorded,
+    # like the evaluation's NaN loss, and the run goes on to its summary and final weights: it ended
+    # the run (exit 1, no summary, the steps since the last save lost).
+    nan_sample = os.path.join(work, "c_sample")
+    p = run(binary, ["train", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--run-dir", nan_sample,
+                     "--set", "train.max_steps=10", "--set", "optim.lr=10", "--set", "optim.weight_decay=10", "--set",
+                     "optim.grad_clip=0", "--set", "optim.eps=1e-30", "--set", "optim.decay=constant", "--set",
+                     "train.nonfinite=skip", "--set", "train.eval_every=5", "--set", "log.sample_every=5", "--set",
+                     "log.sample_tokens=8"])
+    samples = [r for r in records(nan_sample) if r["type"] == "sample"]
+    check(p.returncode == 0 and samples and all(r["text"] is None and "not finite" in r["nonfinite"] for r in samples)
+          and records(nan_sample)[-1]["type"] == "summary" and os.path.exists(os.path.join(nan_sample,
+                                                                                            "final.safetensors")),
+          f"a sample from overflowing weights is recorded and the run finishes (exit {p.returncode}, {samples}, "
+          f"{p.stderr.strip()[-300:]})")
 
     run_d = os.path.join(work, "d")
     skip_run = ["train", "--config", config_path, "--set", "train.max_steps=8", "--set", "train.nonfinite=skip",

@@ -152,7 +152,17 @@ bool sample(TrainerState& s, int step, TrainSummary& summary, const StopVote& st
   int draws = 0;
   if (stop) options.stop_requested = [&] { return ++draws % kVoteTokens == 0 && (stopped = stop()); };
   s.model->release_param_copies();  // the sampler's models hold their own
-  const auto tokens = sample_tokens(build, s.store, std::move(prompt), options, c.train.seq_len);
+  std::vector<std::int32_t> tokens;
+  try {
+    tokens = sample_tokens(build, s.store, std::move(prompt), options, c.train.seq_len);
+  } catch (const NonFiniteLogitsError& e) {
+    // A diagnostic, as the evaluation's NaN loss is (logged, and the run goes on): it ended the run
+    // with no summary, no final weights and its steps since the last save lost. Every rank drew
+    // the same logits from the same weights, so every rank is here at the same position.
+    s.log({{"type", "sample"}, {"step", step}, {"text", nullptr}, {"nonfinite", e.what()}});
+    s.progress.message(fmt::format("step {}: no sample ({})", step, e.what()));
+    return true;
+  }
   if (stopped) {
     report_stopped(s, step, fmt::format("the sample (after {} of {} tokens)", tokens.size(), c.log.sample_tokens));
     return false;

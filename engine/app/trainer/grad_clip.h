@@ -3,12 +3,23 @@
 // same coefficient, computed from the all-reduced sum of squares.
 #pragma once
 
+#include <cmath>
+#include <limits>
+
 namespace zt {
 
 // The factor to multiply gradients by: 1 when clipping is off (max_norm <= 0) or not needed.
 inline float clip_coefficient(double grad_norm, float max_norm) {
   if (max_norm <= 0.0f || grad_norm <= max_norm) return 1.0f;
   return static_cast<float>(max_norm / (grad_norm + 1e-6));
+}
+
+// AdamW squares each gradient element in fp32, as PyTorch's does: past sqrt(FLT_MAX), 1.8e19, the
+// square is inf and that element's second moment stays inf, freezing it for good. The engine's fp64
+// norm stays finite there, where an fp32 one (clip_grad_norm_'s) is inf already: a step whose
+// applied gradient (clipped or not) has a norm past this counts as non-finite too.
+inline bool applied_norm_overflows_fp32_squares(double grad_norm, float max_norm) {
+  return grad_norm * clip_coefficient(grad_norm, max_norm) > std::sqrt(double{std::numeric_limits<float>::max()});
 }
 
 }  // namespace zt

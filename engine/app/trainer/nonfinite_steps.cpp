@@ -22,8 +22,13 @@ void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
 bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const StepResult& r) {
   const RunConfig& c = s.config;
   const bool loss_finite = std::isfinite(r.loss);
-  const std::string what = fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step,
-                                       loss_finite ? "gradient" : "loss", r.loss, r.grad_norm);
+  // Both finite: a norm whose squares overflow fp32 in AdamW (applied_norm_overflows_fp32_squares).
+  const std::string what =
+      loss_finite && std::isfinite(r.grad_norm)
+          ? fmt::format("step {}: gradient norm {:.4g} overflows AdamW's fp32 squares (past {:.4g}; loss {})", step,
+                        r.grad_norm, std::sqrt(double{std::numeric_limits<float>::max()}), r.loss)
+          : fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step, loss_finite ? "gradient" : "loss",
+                        r.loss, r.grad_norm);
   // In place of the step's train record: its batch was used up and its rate in the schedule passed
   // (so summing `tokens` counts the data read); what is not finite is null, as in a train record.
   auto finite_or_null = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };

@@ -1,6 +1,8 @@
 // Autoregressive sampling, over a fixed-length causal window or through a key/value cache.
 #include "engine/app/trainer/text_sampler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -69,9 +71,9 @@ std::int32_t TokenDraw::pick(const float* row, std::uint64_t position) {
     // Sorting NaNs is undefined and their probabilities are NaN: every draw fell through to one
     // fixed token, silently.
     if (!std::isfinite(row[v])) {
-      throw_runtime_error(
+      throw NonFiniteLogitsError(fmt::format(
           "sampling: the model's logits for position {} are not finite (token {}: {}): its forward overflowed",
-          position, v, row[v]);
+          position, v, row[v]));
     }
   }
   for (std::size_t i = 0; i < ids_.size(); ++i) ranked_[i] = {row[ids_[i]], ids_[i]};

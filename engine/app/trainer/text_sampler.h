@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/base/core/check.h"
 #include "engine/distributed/sharding/param_store.h"
 #include "models/language_model.h"
 
@@ -39,10 +40,17 @@ struct SamplingOptions {
   std::vector<bool> drawable = {};
 };
 
+// What TokenDraw throws where a logit is NaN or infinite: a run's periodic sample records it and
+// trains on, where `zerotrain sample` fails with it.
+class NonFiniteLogitsError : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
+
 // One token from one row of logits: softmax at the temperature over the top k (and their ties) and
 // the top-p nucleus of those, drawn from Philox at (seed, the position the token will take), so a
-// sample is reproducible; or the argmax where greedy. RuntimeError naming the position where a
-// logit is NaN or infinite (a draw from those is garbage: every probability NaN).
+// sample is reproducible; or the argmax where greedy. NonFiniteLogitsError naming the position
+// where a logit is NaN or infinite (a draw from those is garbage: every probability NaN).
 class TokenDraw {
  public:
   TokenDraw(const SamplingOptions& options, int model_vocab);

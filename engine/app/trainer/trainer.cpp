@@ -304,7 +304,10 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   // Each rank's fp64 sum of squares over the same partition (N ways, or the group's g) at every
   // stage, summed in rank order; folding, an exact sum (the same at every rank count).
   r.grad_norm = std::sqrt(s.store.global_grad_sum_of_squares());
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return r;  // no weights touched
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm) ||
+      applied_norm_overflows_fp32_squares(r.grad_norm, c.optim.grad_clip)) {
+    return r;  // no weights touched (skip_nonfinite_step)
+  }
   r.lr = s.schedule.at(step);
   s.optimizer.step(r.lr, clip_coefficient(r.grad_norm, c.optim.grad_clip));  // AdamW on this rank's shard
   s.store.publish_updated_params();  // all-gather the updated units (stages 1-2; persistent ones at 3)

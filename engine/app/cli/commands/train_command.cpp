@@ -243,6 +243,11 @@ int train_main(const std::vector<std::string>& args) {
   if (s.first_step > 0) {
     print_out("train loss: {:.4f} (step {}) -> {:.4f} (step {})\n", s.first_loss, s.first_step, s.last_loss,
               s.last_step);
+  } else if (s.steps_this_run > 0) {  // its every step skipped, or its first stopped it
+    print_out("train loss: none (no step of this run updated the weights: {})\n",
+              s.stopped_nonfinite()
+                  ? s.nonfinite_stop
+                  : fmt::format("its {} skipped for a non-finite loss or gradient", s.steps_this_run));
   } else {
     print_out("train loss: no step in this run ({})\n",
               resume_checkpoint.empty() ? std::string("train.max_steps = 0")

@@ -24,6 +24,10 @@ from check_report import Checks  # noqa: E402
 from shared_corpus import require_tiny_shakespeare  # noqa: E402
 
 CALL = re.compile(r'^(\d+) +(openat|fsync|fdatasync|rename|renameat2?|close|write|pwrite64)\((.*)\) += (-?\d+)')
+# strace -f splits a call another thread interrupts into "PID call(args <unfinished ...>" and a
+# later "PID <... call resumed>rest": joined again, or a write-open on a thread would go unseen.
+UNFINISHED = re.compile(r'^(\d+) +(.*) <unfinished \.\.\.>$')
+RESUMED = re.compile(r'^(\d+) +<\.\.\. \w+ resumed>(.*)$')
 
 
 def traced(work, name, argv):
@@ -31,10 +35,18 @@ def traced(work, name, argv):
     log = os.path.join(work, name + ".strace")
     p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2,close,write,pwrite64",
                         "-o", log, *argv], capture_output=True, text=True, timeout=300)
-    calls = []
+    calls, pending = [], {}
     with open(log) as f:
         for line in f:
-            m = CALL.match(line.strip())
+            line = line.strip()
+            m = UNFINISHED.match(line)
+            if m:
+                pending[m.group(1)] = m.group(2)
+                continue
+            m = RESUMED.match(line)
+            if m and m.group(1) in pending:
+                line = f"{m.group(1)} {pending.pop(m.group(1))}{m.group(2)}"
+            m = CALL.match(line)
             if m:
                 calls.append((m.group(2), m.group(3), int(m.group(4))))
     return p, calls
@@ -117,9 +129,14 @@ def main():
     p, calls = traced(work, "export", [binary, "ckpt", "export", os.path.join(run, "checkpoints"), "--format", "hf",
                                        "--out", out])
     bad, _ = unsynced_renames(calls)
-    checks.check(p.returncode == 0 and os.path.exists(os.path.join(out, "tokenizer.json")) and not bad,
-                 f"an HF export syncs every file it stages (unsynced: {bad}; "
-                 f"{p.stderr.strip()[-200:]})")
+    # config.json, model.safetensors, tokenizer.json and tokenizer_config.json took their names by
+    # renames the trace saw (none seen would pass `not bad` for nothing).
+    renamed = {os.path.basename(paths_in(args)[-1]) for call, args, result in calls
+               if call.startswith("rename") and result == 0}
+    staged = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+    checks.check(p.returncode == 0 and os.path.exists(os.path.join(out, "tokenizer.json")) and not bad and
+                 staged <= renamed, f"an HF export syncs every file it stages (renamed: {sorted(renamed)}; "
+                                    f"unsynced: {bad}; {p.stderr.strip()[-200:]})")
     return checks.finish()
 
 

@@ -77,11 +77,15 @@ def main():
         return check(p.returncode == 0, what + ("" if p.returncode == 0 else
                                                 f": exit {p.returncode}: {(p.stdout + p.stderr)[-600:]}"))
 
+    first_logs = {}  # run directory: its metrics.jsonl lines as the first process left them
+
     def interrupted(np_, config, run_dir, resume_np=None, resume_config=None):
         first = deep_merge(config, {"train": {"max_steps": 4}, "checkpoint": {"at_end": True}})
         p1 = train(np_, first, run_dir)
         if p1.returncode != 0:
             return p1, None
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            first_logs[run_dir] = f.read().splitlines()
         p2 = train(resume_np or np_, resume_config or config, run_dir, ["--resume", "latest"])
         return p1, p2
 
@@ -135,6 +139,20 @@ def main():
         ref_curve, got_curve = curve(train_records(ref_dir)), curve(train_records(run_dir))
         check([s for s, *_ in got_curve] == list(range(1, 9)), f"{name}: metrics.jsonl holds steps 1-8 after resume")
         check(got_curve == ref_curve, f"{name}: losses, grad norms and LRs bitwise equal to the uninterrupted run")
+        # A resume, not a rerun (whose curve and weights would be the same): the second process
+        # logged its resume from step 4 and trained steps 5-8 only, the first process's records of
+        # steps 1-4 kept as they were, timings included.
+        recs = train_records(run_dir)
+        at = max((i for i, r in enumerate(recs) if r["type"] == "resume"), default=None)
+        after = [r["step"] for r in recs[at:] if r["type"] == "train"] if at is not None else []
+        check(at is not None and recs[at]["step"] == 4 and recs[at]["checkpoint"].endswith("step_00000004")
+              and after == [5, 6, 7, 8], f"{name}: the second process resumed at step 4 and trained steps 5-8 "
+                                         f"({recs[at] if at is not None else 'no resume record'}, {after})")
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            lines = f.read().splitlines()
+        first_train = [line for line in first_logs.get(run_dir, []) if '"type":"train"' in line]
+        check(len(first_train) == 4 and all(line in lines for line in first_train),
+              f"{name}: the first process's records of steps 1-4 are kept byte for byte ({len(first_train)})")
         ref_w, got_w = tensors(os.path.join(ref_dir, "final.safetensors")), tensors(os.path.join(run_dir, "final.safetensors"))
         check(ref_w.keys() == got_w.keys() and all(ref_w[k] == got_w[k] for k in ref_w),
               f"{name}: final weights bitwise equal ({len(ref_w)} tensors)")

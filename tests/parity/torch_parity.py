@@ -68,15 +68,19 @@ TOLERANCES = {
                              # the reference itself does with fp32-sized noise on its gradients)
     },
     "bf16": {
-        "loss": 2e-2,        # the issue's bound for bf16 compute; the CPU path keeps activations in
-        "logits": 2e-2,      # fp32 with the same bf16 weights as the reference, so ~1e-6 is typical
+        "loss": 2e-2,        # the issue's bound for bf16 compute, on the GPU; the CPU path keeps
+        "logits": 2e-2,      # activations in fp32 with the same bf16 weights as the reference
+                             # (measured ~1e-7): held to f32's bounds there (check_state)
         "grad": 1e-2,        # grads are stored in bf16 (unit roundoff 2^-8 ~ 3.9e-3 per element);
                              # at most two roundings (tied wte: head part, then embedding part added)
                              # plus fp32 noise: <= 2 * 2^-8 ~ 7.8e-3 < 1e-2
-        "train_loss": 1e-3,  # tighter than the issue's 2e-2, which would miss optimizer bugs (e.g.
-                             # decay on biases, ~4e-5 off, passes 2e-2): on the CPU path the only
-                             # difference is bf16-rounded gradients (measured ~4e-5 over 10 steps);
-                             # a master weight near a rounding boundary may round the other way
+        "train_loss": 1e-3,  # on the CPU path the only difference is bf16-rounded gradients
+                             # (measured ~4e-5 over 10 steps; a master weight near a rounding
+                             # boundary may round the other way). A weight decay missing or misplaced
+                             # moves this one-batch trajectory ~1e-4, under it (and at f32's 1e-4):
+                             # tests/parity/trainer_trajectory_test.py holds decay by parameter,
+                             # clipping and the schedule to 1e-4 on the final weights, and shows a
+                             # reference without each lies outside its bounds
     },
     # precision.activations = "bf16" (with either parameter dtype): every activation, and every
     # activation gradient, is stored in bf16 between ops, so each op's inputs carry a rounding of
@@ -159,6 +163,14 @@ def run_engine(args, state_path):
         sys.exit(f"torch_parity: FAIL: engine exited with {proc.returncode}"
                  f"{'' if os.path.exists(state_path) else f' and wrote no {state_path}'}\n"
                  f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+
+
+def device_of(meta):
+    """Where the engine ran: its run_config's device ("cpu" where the file does not say)."""
+    try:
+        return json.loads(meta.get("run_config", "{}")).get("device", "cpu")
+    except (ValueError, AttributeError):
+        return "cpu"
 
 
 def activations_of(meta):
@@ -276,7 +288,9 @@ def check_state(path, param_dtype, ckpt, steps, config_path=None, verbose=True, 
     if parsed is None or not check_layout(tensors, dtypes, *parsed[:2], param_dtype, steps, checks):
         return checks.failures
     R, cfg, optim = parsed
-    bounds = TOLERANCES["bf16_activations" if activations_of(meta) == "bf16" else param_dtype]
+    bounds = dict(TOLERANCES["bf16_activations" if activations_of(meta) == "bf16" else param_dtype])
+    if param_dtype == "bf16" and activations_of(meta) != "bf16" and device_of(meta) == "cpu":
+        bounds.update(loss=TOLERANCES["f32"]["loss"], logits=TOLERANCES["f32"]["logits"])
     names = list(R.param_shapes(cfg))
     weights = {n: tensors[n] for n in names}
 
@@ -364,7 +378,7 @@ def self_test(workdir, steps):
             bias = "transformer.ln_f.bias"
             planted("working != bf16(master)", "bf16(master.<param>)", lambda s: s[bias][1].__setitem__(
                 0, np.nextafter(s[bias][1][0], np.float32(1))))
-        if dtype == "f32" and steps > 0:  # bf16's 2e-2 trajectory bound is too loose to see this
+        if dtype == "f32" and steps > 0:  # bf16's 1e-3 trajectory bound is too loose to see this
             fake_engine_state(path, dtype, steps, decays=lambda shape: True)
             caught = any("train_losses" in f for f in check_state(path, dtype, "none", steps, verbose=False))
             print(f"planted {'weight decay on LayerNorm and biases':<40} {'caught' if caught else 'MISSED'}")

@@ -32,7 +32,7 @@ same 8 windows a step however it is split):
 The schedule is exercised where it bends (3 warmup steps, cosine to min_lr at step 12, the floor
 after) and clipping acts on some steps and not others (checked on the reference). The bounds
 (BOUNDS) are shown to catch a plausible mistake in each rule: the same reference with weight decay
-on every parameter, with no clipping, or with the schedule's warmup one step late lands outside
+on every parameter or on none, with no clipping, or with the schedule's warmup one step late lands outside
 them, a mixed-precision reference whose master weights are kept in bf16 outside BF16_BOUNDS, and a
 dropout reference whose masks repeat every step outside dropout_bounds.
 
@@ -162,7 +162,8 @@ def reference_run(start, forward, cfg, train_tokens, val_tokens, variant="", bf1
             return master
         return {n: gpt2_reference.bf16_round(m.detach()).double().requires_grad_() for n, m in master.items()}
 
-    decays = (lambda p: True) if variant == "decay_all" else (lambda p: gpt2_reference.has_weight_decay(p.shape))
+    decays = {"decay_all": lambda p: True, "no_decay": lambda p: False}.get(
+        variant, lambda p: gpt2_reference.has_weight_decay(p.shape))
     groups = [{"params": [p for p in master.values() if decays(p)], "weight_decay": OPTIM["weight_decay"]},
               {"params": [p for p in master.values() if not decays(p)], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=OPTIM["lr"], betas=(OPTIM["beta1"], OPTIM["beta2"]), eps=OPTIM["eps"])
@@ -345,8 +346,8 @@ def main():
             check_run(check, "gpt2 resumed at step 8 on 1 rank",
                       train("gpt2_resumed", 1, extra=["--resume", ckpt]), ref, first_step=9, bounds=bounds)
         if one is not None:  # the bounds catch a plausible mistake in each rule the run follows
-            for variant, what in (("decay_all", "weight decay on every parameter"), ("no_clip", "no clipping"),
-                                  ("late_warmup", "a warmup one step longer")):
+            for variant, what in (("decay_all", "weight decay on every parameter"), ("no_decay", "no weight decay"),
+                                  ("no_clip", "no clipping"), ("late_warmup", "a warmup one step longer")):
                 wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, variant)
                 check_caught(check, f"a reference with {what}", os.path.join(work, "gpt2_1rank"), wrong, bounds)
 

@@ -69,9 +69,12 @@ def train(launcher, binary, work, name, ranks, *overrides):
         check(False, f"{name}: exit {p.returncode}")
         return None
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        records = [json.loads(line) for line in f if '"train"' in line]
+        lines = [json.loads(line) for line in f]
+    records = [r for r in lines if r["type"] == "train"]
+    memory = next((r for r in lines if r["type"] == "memory"), {})
     return {"loss": [r["loss"] for r in records], "norm": [r["grad_norm"] for r in records],
-            "weights": read_weights(os.path.join(run_dir, "final.safetensors"))}
+            "weights": read_weights(os.path.join(run_dir, "final.safetensors")),
+            "stage": memory.get("stage"), "peak": (memory.get("measured_peak_bytes") or [{}])[0]}
 
 
 def rel_loss_diff(a, b):
@@ -108,6 +111,15 @@ def main():
             d, w = rel_loss_diff(r["loss"], ref["loss"]), weight_diff(r["weights"], ref["weights"])
             check(len(r["loss"]) == 24 and d <= LOSS_BOUND, f"N={n} stage {st}: losses follow the single rank ({d:.1e})")
             check(w <= WEIGHT_BOUND, f"N={n} stage {st}: final weights match the single rank ({w:.1e})")
+        # Each run is its stage's (the comparisons below hold trivially if the stage were ignored):
+        # rank 0's measured peaks change as the stage shards, optimizer states smaller from stage 1,
+        # gradients from 2, and at 3 the parameters another size (their shards plus the units
+        # gathered in flight: more than whole parameters for a model of 4 units).
+        peak = {st: runs[st]["peak"] for st in range(4)}
+        sharded = all(runs[st]["stage"] == st for st in range(4)) and (n == 1 or (
+            peak[1]["optimizer_states"] < peak[0]["optimizer_states"] and
+            peak[2]["gradients"] < peak[1]["gradients"] and peak[3]["parameters"] != peak[2]["parameters"]))
+        check(sharded, f"N={n}: each run shards what its stage does ({[(runs[st]['stage'], peak[st]) for st in range(4)]})")
         same = all(runs[st]["loss"] == runs[0]["loss"] and runs[st]["norm"] == runs[0]["norm"] for st in range(4))
         check(same, f"N={n}: stages 0-3 give bitwise identical losses and gradient norms (deterministic)")
         check(all(runs[st]["weights"] == runs[0]["weights"] for st in range(4)),

@@ -34,7 +34,8 @@ def main():
         rows = doc["results"]["zerotrain"]
         checks.check(len(rows) == 2 and all("peak_bytes" in r for r in rows),
                      f"both picks trained ({[r.get('error') for r in rows]})")
-        checks.check(all(0 < r["required_bytes"] <= r["budget_bytes"] and r["pick"] for r in rows if "pick" in r),
+        checks.check(rows and all("pick" in r and r["pick"] and 0 < r["required_bytes"] <= r["budget_bytes"]
+                                  for r in rows),
                      "each pick's requirement is within its budget")
         checks.check(doc["summary"]["zerotrain"]["runs"] == 2 and doc["summary"]["zerotrain"]["over"] == 0,
                      f"no pick over its budget ({[(r.get('peak_bytes'), r.get('budget_bytes')) for r in rows]})")

@@ -388,13 +388,52 @@ def main():
     # (train.max_steps = 0)" (or "resumed at its last step" after a resume).
     for name, extra, env, why in (
             ("c_all", ["--set", "train.max_steps=3", "--set", "train.nonfinite=skip"], "1-3",
-             "train loss: none (no step of this run updated the weights: its 3 skipped for a non-finite loss"),
+             "train loss: none (no step of this run updated the weights: all 3 of its steps skipped for a non-finite loss"),
             ("c_first", ["--set", "train.max_steps=3"], "1",
              "train loss: none (no step of this run updated the weights: step 1: non-finite gradient")):
         p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, name)] + extra,
                 {"ZT_TEST_NONFINITE_AT_STEP": env})
         check(why in p.stdout and "no step in this run" not in p.stdout,
               f"a run whose every step was non-finite says so ({[l for l in p.stdout.splitlines() if 'loss:' in l]})")
+
+    # A non-finite loss says where it came from first (data-caused NaNs: which batch): the rank,
+    # micro-batch and global samples. An untied Llama whose token 64 embeds as +-fp32's largest values
+    # (squared in RMSNorm: inf; NaN weights are refused at load), the token put in
+    # window 5 alone of a sequential token file: step 2's micro-batch 0 (samples 4-5 at 2 a
+    # micro-batch, 2 micro-batches a step); the windows without it stay finite.
+    llama = os.path.join(ROOT, "configs", "llama_tiny_debug.json")
+    poisoned = os.path.join(work, "poisoned")
+    p0 = run(binary, ["train", "--config", llama, "--run-dir", poisoned, "--set", "train.max_steps=1", "--set",
+                      "checkpoint.at_end=true", "--set", "log.sample_tokens=0"])
+    export = os.path.join(work, "poisoned_hf")
+    p1 = run(binary, ["ckpt", "export", os.path.join(poisoned, "checkpoints"), "--format", "hf", "--out", export])
+    where = None
+    if p0.returncode == 0 and p1.returncode == 0:
+        with open(os.path.join(export, "model.safetensors"), "r+b") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            entry = json.loads(f.read(n))["model.embed_tokens.weight"]
+            cols = entry["shape"][1]
+            if entry["dtype"] == "F32":
+                f.seek(8 + n + entry["data_offsets"][0] + 64 * cols * 4)
+                f.write(struct.pack(f"<{cols}f", *([3.4e38, -3.4e38] * (cols // 2))))
+        T = 16  # llama_tiny_debug's block_size
+        rng = random.Random(11)
+        tokens = [rng.randrange(0, 64) for _ in range(40 * T + 1)]
+        tokens[5 * T + 3] = 64
+        token_file = os.path.join(work, "poisoned.bin")
+        with open(token_file, "wb") as f:
+            f.write(struct.pack("<3i", 20240520, 1, len(tokens)) + bytes(253 * 4) +
+                    struct.pack(f"<{len(tokens)}H", *tokens))
+        p = run(binary, ["train", "--config", llama, "--run-dir", os.path.join(work, "poisoned_run"), "--set",
+                         f"train.init_from={export}", "--set", f"data.train_file={token_file}", "--set",
+                         f"data.val_file={token_file}", "--set", "data.order=sequential", "--set",
+                         "train.micro_batch=2", "--set", "train.grad_accum=2", "--set", "train.max_steps=4", "--set",
+                         "log.sample_tokens=0", "--set", "train.eval_every=0"])
+        where = [line for line in p.stderr.splitlines() if line.strip()]
+    check(where is not None and len(where) == 1 and "step 2: non-finite loss" in where[0] and
+          "first on rank 0, micro-batch 0: global samples 4-5" in where[0],
+          f"a non-finite loss names the rank, micro-batch and samples it came from first ({where}; "
+          f"{p0.stderr.strip()[-200:]}{p1.stderr.strip()[-200:]})")
 
     # A gradient whose norm passes sqrt(FLT_MAX) with no clipping: AdamW's fp32 squares of it are inf
     # (its second moments stayed inf, the elements frozen, the checkpoint saved so, nothing said), as
@@ -407,7 +446,7 @@ def main():
                      os.path.join(work, "c_square"), "--set", "train.max_steps=8"] + diverging)
     err_lines = [line for line in p.stderr.splitlines() if line.strip()]
     norms = [r["grad_norm"] for r in records(os.path.join(work, "c_square")) if r["type"] == "train"]
-    check(p.returncode == 1 and len(err_lines) == 1 and "overflows AdamW's fp32 squares (past 1.845e+19" in err_lines[0]
+    check(p.returncode == 1 and len(err_lines) == 1 and "past 1.845e+19, where AdamW's fp32 squares may overflow" in err_lines[0]
           and all(n < 1.845e19 for n in norms),
           f"a gradient norm past fp32's squares stops the run, every step before it under the bound "
           f"({err_lines}, norms {norms})")

@@ -111,6 +111,24 @@ def main():
               f"stage {stage}: a rank skipping a unit is named with the unit and the step ({lines})")
         check(seconds < 30, f"stage {stage}: the job ended {seconds:.1f} s after the launch")
 
+    # A periodic sample whose logits overflow on one rank alone (their last bits may differ between
+    # ranks; ZT_TEST_NONFINITE_SAMPLE_ON_RANK stands for it): the ranks agree, every one logs no
+    # sample and trains on (one that went back to training alone met the others' next sampling
+    # collectives: at stage 3 their gathers). The job finishes with its summary and final weights.
+    agreed = os.path.join(work, "nan_sample")
+    p = subprocess.run(launcher + ["-np", "2", "-x", "ZT_TEST_NONFINITE_SAMPLE_ON_RANK", binary, "train", "--config",
+                                   base, "--run-dir", agreed, "--set", "zero.stage=3", "--set", "log.sample_every=2",
+                                   "--set", "log.sample_tokens=20"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**env, "ZT_TEST_NONFINITE_SAMPLE_ON_RANK": "1"})
+    recs = train_records(agreed) if os.path.exists(os.path.join(agreed, "metrics.jsonl")) else []
+    samples = [r for r in recs if r["type"] == "sample"]
+    check(p.returncode == 0 and len(samples) == 3 and all(r["text"] is None and "on another rank" in r["nonfinite"]
+                                                          for r in samples) and recs[-1]["type"] == "summary"
+          and os.path.exists(os.path.join(agreed, "final.safetensors")),
+          f"a sample that overflows on one rank alone: the ranks agree and train on ({p.returncode}, {samples}, "
+          f"{errors(p.stdout + p.stderr)})")
+
     # The same config and relative data path, other data on one rank.
     for d, text in (("a", "to be or not to be " * 4000), ("b", "that is the question " * 4000)):
         wd = os.path.join(work, "wd_" + d)

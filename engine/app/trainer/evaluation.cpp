@@ -5,6 +5,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "engine/app/data/batch_sampler.h"
@@ -152,20 +154,33 @@ bool sample(TrainerState& s, int step, TrainSummary& summary, const StopVote& st
   int draws = 0;
   if (stop) options.stop_requested = [&] { return ++draws % kVoteTokens == 0 && (stopped = stop()); };
   s.model->release_param_copies();  // the sampler's models hold their own
-  std::vector<std::int32_t> tokens;
-  try {
-    tokens = sample_tokens(build, s.store, std::move(prompt), options, c.train.seq_len);
-  } catch (const NonFiniteLogitsError& e) {
-    // A diagnostic, as the evaluation's NaN loss is (logged, and the run goes on): it ended the run
-    // with no summary, no final weights and its steps since the last save lost. Every rank drew
-    // the same logits from the same weights, so every rank is here at the same position.
-    s.log({{"type", "sample"}, {"step", step}, {"text", nullptr}, {"nonfinite", e.what()}});
-    s.progress.message(fmt::format("step {}: no sample ({})", step, e.what()));
-    return true;
+  std::string nonfinite;            // this rank's first row of logits that was not finite
+  options.nonfinite_seen = &nonfinite;
+  const auto tokens = sample_tokens(build, s.store, std::move(prompt), options, c.train.seq_len);
+  // ZT_TEST_NONFINITE_SAMPLE_ON_RANK=r (docs/config.md, "Testing hooks"): rank r's logits taken for
+  // overflowed, as the last bits may make them on one rank alone.
+  if (const char* hook = std::getenv("ZT_TEST_NONFINITE_SAMPLE_ON_RANK");
+      hook != nullptr && std::atoi(hook) == s.comm.rank() && nonfinite.empty()) {
+    nonfinite = "sampling: the model's logits were not finite (ZT_TEST_NONFINITE_SAMPLE_ON_RANK)";
   }
   if (stopped) {
     report_stopped(s, step, fmt::format("the sample (after {} of {} tokens)", tokens.size(), c.log.sample_tokens));
     return false;
+  }
+  // Logits that overflowed on any rank (ranks may differ in the last bits, and whether a logit
+  // overflows with them), agreed: a diagnostic, as an evaluation's NaN loss is, logged and the run
+  // goes on (it ended the run with no summary, no final weights and its steps since the last save
+  // lost). The draws made the same forwards and votes on every rank meanwhile.
+  float overflowed = nonfinite.empty() ? 0.0f : 1.0f;
+  if (s.comm.world_size() > 1) {
+    s.comm.all_reduce(TensorView{&overflowed, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum).wait();
+  }
+  if (overflowed > 0.0f) {
+    if (nonfinite.empty()) nonfinite = "sampling: the model's logits were not finite on another rank";
+    summary.sample.clear();  // not an earlier sample's text as the run's last
+    s.log({{"type", "sample"}, {"step", step}, {"text", nullptr}, {"nonfinite", nonfinite}});
+    s.progress.message(fmt::format("step {}: no sample ({})", step, nonfinite));
+    return true;
   }
   summary.sample = data::repaired_utf8(text.decode(tokens));  // a byte-level vocabulary may cut a character
   s.log({{"type", "sample"}, {"step", step}, {"text", summary.sample}});

@@ -3,8 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/app/data/batch_sampler.h"
 
 #include "engine/base/core/bf16.h"
 #include "kernels/ops.h"
@@ -19,16 +25,40 @@ void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
   ops::copy(ctx, g, TensorView{value, g.dtype, Device::kCPU, Shape{1}});
 }
 
+namespace {
+
+// Where a non-finite loss came from first, for a data-caused NaN's "which batch": the lowest rank
+// whose micro-batch's loss is not finite, that micro-batch, and the global samples it read (which
+// key the data windows: data.order = "sequential" reads window g at token g x seq_len). One
+// all-reduce, which every rank makes: every rank is here for the same agreed step.
+std::string first_nonfinite_loss(TrainerState& s, const RunProgress& run, int step, const StepResult& r) {
+  const RunConfig& c = s.config;
+  std::vector<float> slots(static_cast<std::size_t>(s.comm.world_size()), 0.0f);  // micro-batch + 1 a rank
+  slots[static_cast<std::size_t>(s.comm.rank())] = static_cast<float>(r.first_nonfinite_micro + 1);
+  s.comm.all_reduce(TensorView{slots.data(), DType::kF32, Device::kCPU, Shape{s.comm.world_size()}}, ReduceOp::kSum)
+      .wait();
+  const auto first = std::find_if(slots.begin(), slots.end(), [](float v) { return v > 0.0f; });
+  if (first == slots.end()) return "";  // the mean overflowed, no micro-batch's own loss
+  const int rank = static_cast<int>(first - slots.begin()), micro = static_cast<int>(*first) - 1;
+  const std::int64_t sample =
+      run.start_sample + data::first_sample_index(step - 1 - run.start_step, micro, c.train.grad_accum,
+                                                  c.train.micro_batch, c.world_size, rank);
+  return fmt::format("; first on rank {}, micro-batch {}: global samples {}-{}", rank, micro, sample,
+                     sample + c.train.micro_batch - 1);
+}
+
+}  // namespace
+
 bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const StepResult& r) {
   const RunConfig& c = s.config;
   const bool loss_finite = std::isfinite(r.loss);
   // Both finite: a norm whose squares overflow fp32 in AdamW (applied_norm_overflows_fp32_squares).
   const std::string what =
       loss_finite && std::isfinite(r.grad_norm)
-          ? fmt::format("step {}: gradient norm {:.4g} overflows AdamW's fp32 squares (past {:.4g}; loss {})", step,
-                        r.grad_norm, std::sqrt(double{std::numeric_limits<float>::max()}), r.loss)
-          : fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step, loss_finite ? "gradient" : "loss",
-                        r.loss, r.grad_norm);
+          ? fmt::format("step {}: gradient norm {:.4g} past {:.4g}, where AdamW's fp32 squares may overflow (loss {})",
+                        step, r.grad_norm, std::sqrt(double{std::numeric_limits<float>::max()}), r.loss)
+          : fmt::format("step {}: non-finite {} (loss {}, grad norm {}{})", step, loss_finite ? "gradient" : "loss",
+                        r.loss, r.grad_norm, loss_finite ? "" : first_nonfinite_loss(s, run, step, r));
   // In place of the step's train record: its batch was used up and its rate in the schedule passed
   // (so summing `tokens` counts the data read); what is not finite is null, as in a train record.
   auto finite_or_null = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };

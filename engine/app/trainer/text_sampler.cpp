@@ -71,9 +71,12 @@ std::int32_t TokenDraw::pick(const float* row, std::uint64_t position) {
     // Sorting NaNs is undefined and their probabilities are NaN: every draw fell through to one
     // fixed token, silently.
     if (!std::isfinite(row[v])) {
-      throw NonFiniteLogitsError(fmt::format(
+      std::string what = fmt::format(
           "sampling: the model's logits for position {} are not finite (token {}: {}): its forward overflowed",
-          position, v, row[v]));
+          position, v, row[v]);
+      if (options_.nonfinite_seen == nullptr) throw NonFiniteLogitsError(what);
+      if (options_.nonfinite_seen->empty()) *options_.nonfinite_seen = std::move(what);
+      return ids_.front();
     }
   }
   for (std::size_t i = 0; i < ids_.size(); ++i) ranked_[i] = {row[ids_[i]], ids_[i]};

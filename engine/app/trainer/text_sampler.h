@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,11 @@ struct SamplingOptions {
   // Non-empty: only the ids it marks true are drawn (a tokenizer's, whose ids skip numbers: a draw
   // of an id it has no token for decoded to nothing). Greedy decoding too.
   std::vector<bool> drawable = {};
+  // Set: a row of logits that is not finite is not thrown for (NonFiniteLogitsError); the first
+  // one's description is kept here and the lowest drawable id drawn in its place, so that the sample
+  // makes the forwards and votes it would have made. A trainer's ranks then agree on it (their
+  // logits may differ in the last bits, and whether one overflows with them).
+  std::string* nonfinite_seen = nullptr;
 };
 
 // What TokenDraw throws where a logit is NaN or infinite: a run's periodic sample records it and
@@ -50,7 +56,8 @@ class NonFiniteLogitsError : public RuntimeError {
 // One token from one row of logits: softmax at the temperature over the top k (and their ties) and
 // the top-p nucleus of those, drawn from Philox at (seed, the position the token will take), so a
 // sample is reproducible; or the argmax where greedy. NonFiniteLogitsError naming the position
-// where a logit is NaN or infinite (a draw from those is garbage: every probability NaN).
+// where a logit is NaN or infinite (a draw from those is garbage: every probability NaN), unless
+// SamplingOptions::nonfinite_seen records it.
 class TokenDraw {
  public:
   TokenDraw(const SamplingOptions& options, int model_vocab);

@@ -297,6 +297,8 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
       folds ? gather_loss_and_stop(s, losses)
             : all_reduce_loss_and_stop(s, std::accumulate(losses.begin(), losses.end(), 0.0) / accum);
   StepResult r;
+  const auto nonfinite = std::find_if(losses.begin(), losses.end(), [](double l) { return !std::isfinite(l); });
+  if (nonfinite != losses.end()) r.first_nonfinite_micro = static_cast<int>(nonfinite - losses.begin());
   r.loss = agreed.loss;
   r.lock_lost = agreed.lock_lost;
   if (r.lock_lost) return r;  // the run ends (end_on_lost_lock): no update, nothing written

@@ -164,12 +164,13 @@ struct RunProgress {
 
 // What one training step produced.
 struct StepResult {
-  float loss = 0.0f;            // the micro-batches' mean, averaged over ranks
-  double grad_norm = 0.0;       // the global gradient norm, before clipping
-  float lr = 0.0f;              // the learning rate AdamW used (0 when it did not run)
-  bool stop_requested = false;  // a rank has a stop request (on the last step the run finishes, its save first)
-  bool lock_lost = false;       // rank 0's lock was taken over: the run ends (no update taken)
-  bool updated = false;         // false: the loss or gradient norm was not finite; no weights touched
+  float loss = 0.0f;               // the micro-batches' mean, averaged over ranks
+  double grad_norm = 0.0;          // the global gradient norm, before clipping
+  float lr = 0.0f;                 // the learning rate AdamW used (0 when it did not run)
+  bool stop_requested = false;     // a rank has a stop request (on the last step the run finishes, its save first)
+  bool lock_lost = false;          // rank 0's lock was taken over: the run ends (no update taken)
+  bool updated = false;            // false: the loss or gradient norm was not finite; no weights touched
+  int first_nonfinite_micro = -1;  // this rank's first micro-batch whose loss is not finite (-1: none)
 };
 
 }  // namespace zt

@@ -247,7 +247,7 @@ int train_main(const std::vector<std::string>& args) {
     print_out("train loss: none (no step of this run updated the weights: {})\n",
               s.stopped_nonfinite()
                   ? s.nonfinite_stop
-                  : fmt::format("its {} skipped for a non-finite loss or gradient", s.steps_this_run));
+                  : fmt::format("all {} of its steps skipped for a non-finite loss or gradient", s.steps_this_run));
   } else {
     print_out("train loss: no step in this run ({})\n",
               resume_checkpoint.empty() ? std::string("train.max_steps = 0")

@@ -83,8 +83,27 @@ TEST(ConfigHostileInput, NumbersBelowADoublesRangeAreRefusedWithTheirText) {
   EXPECT_EQ(error_of([&] { apply_override(doc, "optim.lr=1e-400"); }),
             "--set optim.lr=1e-400: number underflow parsing '1e-400' (below the smallest normal double, "
             "2.22507e-308; write 0 where zero is meant)");
+  EXPECT_NE(error_of([&] { apply_override(doc, "optim={\"lr\": 1e-400}"); }).find("underflow parsing '1e-400'"),
+            std::string::npos);  // inside an object given whole
   EXPECT_NO_THROW(apply_override(doc, "optim.lr=0.0"));
   EXPECT_NO_THROW(apply_override(doc, "log.sample_prompt=1e-400x"));  // a bare word, kept as text
+}
+
+// A key kept as a float (optim.lr, eps, weight_decay, ...) below float's normal range: 1e-46 is 0 as
+// a float (it trained at an LR of 0, "lr": 0.0 in the run's config.json), 1e-40 a subnormal.
+// Refused naming the key; 0 and the smallest normal float read as before.
+TEST(ConfigHostileInput, FloatKeysBelowAFloatsRangeAreRefused) {
+  nlohmann::json doc = base();
+  for (const double tiny : {1e-46, 1e-40, 1.1e-38}) {
+    doc["optim"] = {{"lr", tiny}};
+    const std::string msg = error_of([&] { parse_run_config(doc, "test.json"); });
+    EXPECT_NE(msg.find("key 'optim.lr' = "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("is below the smallest normal float (1.17549e-38)"), std::string::npos) << msg;
+  }
+  doc["optim"] = {{"lr", 0.0}, {"min_lr", 0.0}};
+  EXPECT_NO_THROW(parse_run_config(doc, "test.json"));
+  doc["optim"] = {{"lr", 1.1754944e-38}, {"min_lr", 0.0}};
+  EXPECT_NO_THROW(parse_run_config(doc, "test.json"));
 }
 
 // Each key in its range, their product past what the memory model counts in int64 ([Note: sizes

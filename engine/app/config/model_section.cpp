@@ -51,7 +51,7 @@ void read_model_section(ConfigReader r, RunConfig& c) {
   }
   refuse_foreign_keys(r, family);
   if (family.has_dropout()) {
-    c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
+    c.dropout = r.get_float("dropout", 0.0, 0.0, 0.95);
   } else if (r.has("dropout") && r.get_double("dropout", 0.0, 0.0, 0.95) != 0.0) {
     // 0 is what the model does anyway (a GPT-2 config switched to a Llama by model.arch says it).
     throw_input_error("config error in {}: model.dropout: a {} model (model.arch = \"{}\") has no dropout",

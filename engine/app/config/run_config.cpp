@@ -43,7 +43,7 @@ void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
   l.progress = r.get_enum("progress", l.progress, {"auto", "live", "plain"});
   l.sample_every = r.get_int("sample_every", l.sample_every, 0, kMaxConfigSteps);
   l.sample_tokens = r.get_int("sample_tokens", l.sample_tokens, 0, 100000);
-  l.sample_temperature = static_cast<float>(r.get_double("sample_temperature", l.sample_temperature, 1e-3, 100.0));
+  l.sample_temperature = r.get_float("sample_temperature", l.sample_temperature, 1e-3, 100.0);
   l.sample_top_k = r.get_int("sample_top_k", l.sample_top_k, 0, 65535);
   l.sample_prompt = r.get_string("sample_prompt", l.sample_prompt);
   l.profile_ops = r.get_bool("profile_ops", l.profile_ops);

@@ -255,13 +255,13 @@ void read_optim_section(ConfigReader r, RunConfig& c) {
   const int max_steps = c.train.max_steps;
   std::vector<std::string>& derived = c.derived;
   AdamWHyper& a = o.adamw;
-  a.lr = static_cast<float>(r.get_double("lr", 1e-3, 0.0, 10.0));
-  a.beta1 = static_cast<float>(r.get_double("beta1", 0.9, 0.0, 0.999999));
-  a.beta2 = static_cast<float>(r.get_double("beta2", 0.95, 0.0, 0.999999));
+  a.lr = r.get_float("lr", 1e-3, 0.0, 10.0);
+  a.beta1 = r.get_float("beta1", 0.9, 0.0, 0.999999);
+  a.beta2 = r.get_float("beta2", 0.95, 0.0, 0.999999);
   // Not 0: a parameter whose gradients are all 0 (a padded vocabulary row) would update by 0 / 0.
-  a.eps = static_cast<float>(r.get_double("eps", 1e-8, 1e-30, 1.0));
-  a.weight_decay = static_cast<float>(r.get_double("weight_decay", 0.1, 0.0, 10.0));
-  o.min_lr = static_cast<float>(r.get_double("min_lr", a.lr / 10.0, 0.0, 10.0));
+  a.eps = r.get_float("eps", 1e-8, 1e-30, 1.0);
+  a.weight_decay = r.get_float("weight_decay", 0.1, 0.0, 10.0);
+  o.min_lr = r.get_float("min_lr", a.lr / 10.0, 0.0, 10.0);
   o.min_lr_given = r.has("min_lr");
   o.warmup_steps = r.get_int("warmup_steps", 0, 0, kMaxConfigSteps);
   o.decay = r.get_enum("decay", o.decay, {"cosine", "linear", "constant", "wsd"});
@@ -284,7 +284,7 @@ void read_optim_section(ConfigReader r, RunConfig& c) {
         "optim.decay_steps = {} ({})", o.decay_steps,
         max_steps >= o.warmup_steps ? "train.max_steps" : "optim.warmup_steps: the run is shorter than its warmup"));
   }
-  o.grad_clip = static_cast<float>(r.get_double("grad_clip", 1.0, 0.0, 1e6));
+  o.grad_clip = r.get_float("grad_clip", 1.0, 0.0, 1e6);
   if (o.min_lr > a.lr) {
     throw_input_error("config error in {}: optim.min_lr = {} exceeds optim.lr = {}",
                       r.sources_of({"optim.min_lr", "optim.lr"}), o.min_lr, a.lr);

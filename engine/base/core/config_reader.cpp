@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_text.h"
@@ -153,6 +154,17 @@ double ConfigReader::get_double(const std::string& key, double fallback, double 
     fail_range(key, fmt::format("{}", x), fmt::format("{}", min_value), fmt::format("{}", max_value));
   }
   return x;
+}
+
+float ConfigReader::get_float(const std::string& key, double fallback, double min_value, double max_value) {
+  const double x = get_double(key, fallback, min_value, max_value);
+  if (x != 0.0 && std::fabs(x) < std::numeric_limits<float>::min()) {
+    throw_input_error(
+        "config error in {}: key '{}' = {:g} is below the smallest normal float ({:g}), which keeps it (as 0 or a "
+        "subnormal); write 0 where zero is meant",
+        source_of(key), dotted(key), x, double{std::numeric_limits<float>::min()});
+  }
+  return static_cast<float>(x);
 }
 
 std::string ConfigReader::get_string(const std::string& key, const std::string& fallback) {

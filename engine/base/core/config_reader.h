@@ -48,6 +48,9 @@ class ConfigReader {
   int get_int(const std::string& key, int fallback, long long min_value, long long max_value);
   std::int64_t get_int64(const std::string& key, std::int64_t fallback, long long min_value, long long max_value);
   double get_double(const std::string& key, double fallback, double min_value, double max_value);
+  // A number kept as a float: as get_double, and a nonzero value below float's normal range (1e-46
+  // is 0 as a float, 1e-40 a subnormal) refused where a double holds it.
+  float get_float(const std::string& key, double fallback, double min_value, double max_value);
   std::string get_string(const std::string& key, const std::string& fallback);
   // A string naming one of `choices` (their text, for the message): a value of another type is
   // refused listing them (a quoted true is no choice either: --set train.activation_checkpointing=true).

@@ -103,6 +103,7 @@ std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& 
     throw_input_error("--set {}: not valid UTF-8", preview_json(nlohmann::json(assignment)));
   }
   nlohmann::json value;
+  bool parsed = true;  // else a bare word, kept as text
   try {
     value = nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
       if (depth > kMaxConfigDepth) {
@@ -112,8 +113,9 @@ std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& 
     });
   } catch (const nlohmann::json::exception&) {
     value = text;  // bare words such as bf16 or none
+    parsed = false;
   }
-  if (value.is_number_float()) {
+  if (parsed) {  // a number, or numbers inside an object or list (--set 'optim={"lr": 1e-400}')
     if (const auto [number, byte] = first_underflowing_number(text); byte != 0) {
       throw_input_error(
           "--set {}: number underflow parsing '{}' (below the smallest normal double, {:g}; write 0 "

@@ -95,6 +95,30 @@ TEST(StopSignal, TheWatchdogFailsACollectiveStillInFlightAGraceAfterTheRequest) 
   EXPECT_EQ(reported().front(),
             "all_reduce of 1 f32 (step 3, another group's save) was still blocked 0.2 s after SIGUSR1 asked this rank "
             "to stop: another rank has failed or died; exiting without a checkpoint");
+  // A collective launched after the request has its own grace (a live peer reaches it within it):
+  // not failed at once, however old the request.
+  std::vector<std::string> later;
+  CollectiveWatchdog young([] { return std::string(); },
+                           [&](const std::string& m) {
+                             std::lock_guard<std::mutex> lock(mutex);
+                             later.push_back(m);
+                           });
+  young.watch(
+      "all_gather of 8 f32", "step 4 micro-batch 0", [] { return false; }, 60.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_TRUE(later.empty());
+  }
+  for (int i = 0; i < 500; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!later.empty()) break;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_NE(later.front().find("all_gather of 8 f32 (step 4 micro-batch 0) was still blocked 0.2 s"),
+            std::string::npos);
 }
 
 TEST(StopSignalDeathTest, ASecondSigtermOrSigintEndsTheProcessAtOnce) {

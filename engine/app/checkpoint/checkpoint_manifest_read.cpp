@@ -35,6 +35,7 @@ T manifest_integer(const nlohmann::json& v, const char* key, const std::string& 
 // One object of the manifest, read a field at a time: each value of the type the writer gives it,
 // or an error naming its path ("params[3].shape") and what it holds. The library's own type_error
 // named neither ("type must be array, but is string"), and get<std::uint32_t> took -1 for a crc32.
+// It refers to the value and the source's name it reads: it must not outlive either.
 class ManifestObject {
  public:
   ManifestObject(const nlohmann::json& value, std::string path, const std::string& source)

@@ -64,6 +64,9 @@ struct NcclCommunicator::Impl {
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + std::chrono::duration<double>(timeout_s);
     for (;;) {
+      // Another thread is failing the communicator (fail()): out of its way, nccl_mutex released
+      // by the unwinding, so that its abort does not run under this thread's NCCL call.
+      if (failing.load()) throw_runtime_error("{}: the communicator is being aborted after a failure", what);
       ncclResult_t state = ncclSuccess;
       ZT_NCCL_CHECK(ncclCommGetAsyncError(comm, &state), comm);
       if (state == ncclSuccess) return;

@@ -208,7 +208,10 @@ int eval_main(const std::vector<std::string>& args) {
     // Past the model's positions: said with where that bound is written (a Llama has no position
     // table, but it was trained to its max_position_embeddings, the bound transformers states).
     const int positions = source.spec.block_size();
-    if (parser.has("seq-len") && parser.get_int("seq-len", 1, 1, INT32_MAX) > positions) {
+    const std::string asked = parser.has("seq-len") ? parser.get("seq-len") : "";
+    const bool digits =
+        !asked.empty() && asked.size() <= 9 && asked.find_first_not_of("0123456789") == std::string::npos;
+    if (digits && std::stoi(asked) > positions) {  // else get_int below names what is wrong
       const bool llmc_file =
           source.kind == WeightSource::Kind::kPretrained && !std::filesystem::is_directory(source.path);
       throw_input_error("zerotrain eval: --seq-len {} is past the model's {} positions ({}): pass at most {}",

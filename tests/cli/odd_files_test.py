@@ -203,7 +203,7 @@ def main():
     fd = os.open(held, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)
     ok, lines = refused(run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", held),
-                        held, "another zerotrain command is writing into it now")
+                        held, "another zerotrain command is writing into it, or a run training from it, now")
     check(ok and os.listdir(held) == [], f"an HF export into a folder another writer holds: refused ({lines})")
     os.close(fd)
     p = run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", held)

@@ -368,6 +368,27 @@ TEST(ResumeData, AFileRewrittenBetweenItsEndsIsAChange) {
   std::filesystem::remove_all(dir);
 }
 
+// A data file replaced between the identity a run records and the data it opens (a program writing
+// it as the run started): refused naming it, rather than checkpoints naming files the run did not
+// train on; the same files pass.
+TEST(ResumeData, AFileChangedAsTheRunStartsIsRefused) {
+  const std::string dir = ::testing::TempDir() + "/zt_started_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string train = dir + "/train.bin", val = dir + "/val.bin";
+  std::ofstream(train, std::ios::binary) << std::string(5000, 'a');
+  std::ofstream(val, std::ios::binary) << std::string(1000, 'b');
+  nlohmann::json doc = base();
+  doc["data"] = {{"train_file", train}, {"val_file", val}};
+  const RunConfig c = parse_run_config(doc, "t.json");
+  const nlohmann::json recorded = data_identity(c);
+  EXPECT_NO_THROW(check_data_unchanged(c, recorded));
+  std::ofstream(val, std::ios::binary) << std::string(1200, 'c');
+  const std::string msg = error_of([&] { check_data_unchanged(c, recorded); });
+  EXPECT_TRUE(msg.starts_with("data file " + val + " changed as the run started (1000 bytes, fingerprint")) << msg;
+  EXPECT_NE(msg.find("-> 1200 bytes"), std::string::npos) << msg;
+  std::filesystem::remove_all(dir);
+}
+
 nlohmann::json fine_tune(const std::string& init_from) {
   nlohmann::json doc = base();
   doc["model"] = {{"n_layer", 3}};  // the config's own key beside those init_from gives

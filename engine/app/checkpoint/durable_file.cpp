@@ -54,6 +54,16 @@ bool FileHandle::hold_exclusive(const std::string& path, FileHandle& holder, boo
   return true;
 }
 
+bool FileHandle::hold_shared(const std::string& path, FileHandle& holder) {
+  FileHandle f;
+  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd_ < 0) return true;
+  if (::flock(f.fd_, LOCK_SH | LOCK_NB) != 0) return false;
+  f.path_ = path;
+  holder = std::move(f);
+  return true;
+}
+
 FileHandle FileHandle::open_read(const std::string& path) {
   FileHandle f;
   f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -160,7 +160,10 @@ StagedFiles::~StagedFiles() {
 
 void StagedFiles::lock_folder(const std::string& dir, std::string_view what) {
   if (!ckpt::FileHandle::hold_exclusive(dir, folder_)) {
-    throw_input_error("{} {}: another zerotrain command is writing into it now; try again once it ends", what, dir);
+    throw_input_error(
+        "{} {}: another zerotrain command is writing into it, or a run training from it, now; try again once it "
+        "ends",
+        what, dir);
   }
 }
 

@@ -166,6 +166,28 @@ nlohmann::json data_identity(const RunConfig& config) {
   return files;
 }
 
+void hold_prepared_dataset(const RunConfig& config, ckpt::FileHandle& holder) {
+  const DataConfig& d = config.data;
+  if (!d.train_files.empty() || !d.train_file.empty() || d.dataset == "embedded" || d.dataset.empty()) return;
+  if (!ckpt::FileHandle::hold_shared(d.dataset, holder)) {
+    throw_input_error(
+        "config error in {}: data.dataset = \"{}\": a prepare is writing it now; start the run once it ends",
+        config.sources_of({"data.dataset"}), d.dataset);
+  }
+}
+
+void check_data_unchanged(const RunConfig& config, const nlohmann::json& recorded) {
+  const nlohmann::json now = data_identity(config);
+  for (std::size_t i = 0; i < now.size() && i < recorded.size(); ++i) {
+    if (!same_contents(recorded[i], now[i])) {
+      throw_input_error(
+          "data file {} changed as the run started ({} -> {}): another program is writing it; start the run "
+          "once it is written",
+          now[i]["path"].get<std::string>(), describe_contents(recorded[i]), describe_contents(now[i]));
+    }
+  }
+}
+
 IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data) {
   IdentityEntries out;
   // First, so that ranks of two builds are told so rather than by the first key whose default or

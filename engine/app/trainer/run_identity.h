@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/config/run_config.h"
 #include "engine/distributed/comm/communicator.h"
 
@@ -30,6 +31,15 @@ inline constexpr const char* kVocabSplit = "vocab";
 // none (its text follows from data.embedded_chars and train.seed). A file that cannot be read is
 // listed with bytes -1: opening it reports the error.
 nlohmann::json data_identity(const RunConfig& config);
+// A prepared dataset's folder (data.dataset, read where no token files are named) held shared in
+// `holder` for the run, so that a prepare into it (which holds it exclusively) is refused while the
+// run reads it; InputError naming the key where a prepare is writing it now (its files would change
+// between the identity recorded and the data read, or be read half replaced).
+void hold_prepared_dataset(const RunConfig& config, ckpt::FileHandle& holder);
+// The data files as the run opened them are the ones `recorded` (data_identity before) names:
+// InputError naming the first that changed in between (a program writing it as the run started),
+// rather than a checkpoint recording files the run did not train on.
+void check_data_unchanged(const RunConfig& config, const nlohmann::json& recorded);
 // One file's entry as data_identity lists it ({"path", "bytes", "fingerprint"} and, past 128 KiB,
 // "sampled_fingerprint"; bytes -1 where it cannot be read).
 nlohmann::json file_identity(const std::string& path);

@@ -179,8 +179,12 @@ int train_main(const std::vector<std::string>& args) {
   const bool root = comm->rank() == 0;
   // The run's first collective: every rank must run the same config, data and build (exit 2 naming
   // the first difference otherwise, rather than training on or failing inside a collective).
-  nlohmann::json data_files;  // a file missing or unreadable: the same on each rank, printed once
-  on_every_rank(*comm, [&] { data_files = data_identity(cfg); });
+  nlohmann::json data_files;      // a file missing or unreadable: the same on each rank, printed once
+  ckpt::FileHandle dataset_hold;  // a prepared dataset's folder, held from its identity to the run's end
+  on_every_rank(*comm, [&] {
+    hold_prepared_dataset(cfg, dataset_hold);
+    data_files = data_identity(cfg);
+  });
   // And the same flags that choose where the run starts: a rank resuming from another checkpoint
   // (or alone) would train on mixed state, or wait in a collective the others never call.
   IdentityEntries identity = run_identity(cfg, data_files);

@@ -71,6 +71,24 @@ class CheckpointCorruption : public ::testing::Test {
   std::string folder_, dir_;
 };
 
+// A reader reads the checkpoint it began with, through the directory it holds, even when the folder
+// is moved meanwhile and another checkpoint saved under its name (a fresh run on a live folder sets
+// its checkpoints aside to superseded/): by path it took the new rank files under the old manifest,
+// "checksum mismatch: the file is corrupt" of a healthy checkpoint. [Note: a reader's files
+// through its held directory]
+TEST_F(CheckpointCorruption, AReaderKeepsItsCheckpointWhenTheFolderIsReplacedUnderIt) {
+  const CheckpointReader reader(dir_);
+  fs::create_directories(folder_ + "/superseded");
+  fs::rename(dir_, folder_ + "/superseded/step_00000007");
+  ASSERT_EQ(testing::save_simulated(folder_, table_, 2, 1, 7), dir_);  // another save of step 7
+  EXPECT_EQ(error_of([&] { reader.verify_checksums(); }), "");
+  EXPECT_EQ(reader.manifest().world_size, 3);
+  // A checkpoint removed between its choice and its hold is said as such, not as incomplete.
+  fs::remove_all(dir_);
+  const std::string gone = error_of([&] { const CheckpointReader late(dir_); });
+  EXPECT_NE(gone.find("the checkpoint was removed as it was read"), std::string::npos) << gone;
+}
+
 TEST_F(CheckpointCorruption, MissingRankFileIsNamed) {
   fs::remove(dir_ + "/rank_00002.bin");
   const std::string e = load_error();

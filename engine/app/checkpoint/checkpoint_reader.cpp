@@ -4,30 +4,48 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::ckpt {
 
+// [Note: a reader's files through its held directory]
+// Every file is opened in the directory the reader holds (openat), not by its path: a fresh run on
+// a live folder sets its checkpoints aside to superseded/ and saves new ones under the same
+// step_N names, and a reader opening by path could take the manifest of one and the rank files of
+// the other (a checksum mismatch: "the file is corrupt", of a healthy checkpoint). Through the held
+// directory it reads the checkpoint it began with, wherever that was moved.
 CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)), held_(FileHandle::hold_for_reading(dir_)) {
   const std::string path = dir_ + "/" + std::string(kManifestName);
-  require_regular_file(path, "checkpoint manifest");
-  std::ifstream in(path);
-  if (!in) {
+  FileHandle manifest = FileHandle::open_in(held_, std::string(kManifestName), path);
+  if (!manifest.is_open()) {
+    const int err = errno;
     std::error_code ec;
-    if (std::filesystem::exists(path, ec))
-      throw_input_error("{}: cannot read manifest: {}", path, std::strerror(errno));
+    if (err != ENOENT) throw_input_error("{}: cannot read manifest: {}", path, std::strerror(err));
+    // Removed between its choice and its hold (keep_last pruning a live run's older checkpoints).
+    if ((held_.is_open() && !held_.still_at(dir_)) || !std::filesystem::exists(dir_, ec)) {
+      throw_input_error(
+          "{}: the checkpoint was removed as it was read (a live run's keep_last prunes its older "
+          "ones): read the folder again",
+          dir_);
+    }
     throw_input_error("{}: missing manifest (not a complete checkpoint)", path);
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  manifest_ = Manifest::from_text(text.str(), path);
+  if (!manifest.regular_file()) {
+    require_regular_file(path, "checkpoint manifest");  // names what it is
+    throw_input_error("checkpoint manifest {}: not a regular file", path);
+  }
+  constexpr std::int64_t kMaxManifestBytes = std::int64_t{1} << 30;  // far past a million ranks' entries
+  const std::int64_t bytes = manifest.size();
+  if (bytes > kMaxManifestBytes) throw_input_error("{}: {} bytes, more than any manifest holds", path, bytes);
+  std::string text(static_cast<std::size_t>(bytes), '\0');
+  manifest.read_at(text.data(), bytes, 0);
+  manifest_ = Manifest::from_text(text, path);
   // A step_XXXXXXXX directory holds that step: a manifest moved or edited to another one is refused.
   std::filesystem::path name = std::filesystem::path(dir_).lexically_normal();
   if (name.filename().empty()) name = name.parent_path();
@@ -36,14 +54,20 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)), held
     throw_input_error("{}: the manifest records step {}, but its directory is {}", path, manifest_.position.step,
                       folder);
   }
-  for (const RankFile& f : manifest_.files) {
+  for (const RankFile& f : manifest_.files) {  // checked now, opened when first read (a file each)
     const std::string file = dir_ + "/" + f.name;
-    struct stat st {};
-    if (::stat(file.c_str(), &st) != 0) throw_input_error("{}: rank file missing", file);
-    require_regular_file(file, "checkpoint rank file");  // a folder's size is no file's
-    if (st.st_size != f.bytes) {
-      throw_input_error("{}: {} bytes but the manifest records {} ({})", file, static_cast<long long>(st.st_size),
-                        f.bytes, st.st_size < f.bytes ? "truncated" : "extra bytes");
+    const FileHandle h = FileHandle::open_in(held_, f.name, file);
+    if (!h.is_open()) {
+      if (errno == ENOENT) throw_input_error("{}: rank file missing", file);
+      throw_input_error("{}: cannot open: {}", file, std::strerror(errno));
+    }
+    if (!h.regular_file()) {
+      require_regular_file(file, "checkpoint rank file");  // a folder's size is no file's
+      throw_input_error("checkpoint rank file {}: not a regular file", file);
+    }
+    if (h.size() != f.bytes) {
+      throw_input_error("{}: {} bytes but the manifest records {} ({})", file, static_cast<long long>(h.size()),
+                        f.bytes, h.size() < f.bytes ? "truncated" : "extra bytes");
     }
   }
   handles_.resize(manifest_.files.size());
@@ -51,7 +75,11 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)), held
 
 const FileHandle& CheckpointReader::handle(int file) const {
   FileHandle& h = handles_.at(static_cast<std::size_t>(file));
-  if (!h.is_open()) h = FileHandle::open_read(dir_ + "/" + manifest_.files[static_cast<std::size_t>(file)].name);
+  if (!h.is_open()) {
+    const std::string& name = manifest_.files[static_cast<std::size_t>(file)].name;
+    h = FileHandle::open_in(held_, name, dir_ + "/" + name);
+    if (!h.is_open()) throw_input_error("{}/{}: cannot open: {}", dir_, name, std::strerror(errno));
+  }
   return h;
 }
 

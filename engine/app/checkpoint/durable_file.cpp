@@ -64,6 +64,24 @@ bool FileHandle::hold_shared(const std::string& path, FileHandle& holder) {
   return true;
 }
 
+FileHandle FileHandle::open_in(const FileHandle& dir, const std::string& name, const std::string& path) {
+  FileHandle f;
+  f.fd_ = dir.is_open() ? ::openat(dir.fd_, name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+                        : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (f.fd_ >= 0) f.path_ = path;
+  return f;
+}
+
+bool FileHandle::regular_file() const {
+  struct stat st {};
+  return fd_ >= 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::int64_t FileHandle::size() const {
+  struct stat st {};
+  return fd_ >= 0 && ::fstat(fd_, &st) == 0 ? static_cast<std::int64_t>(st.st_size) : 0;
+}
+
 FileHandle FileHandle::open_read(const std::string& path) {
   FileHandle f;
   f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

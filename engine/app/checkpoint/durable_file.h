@@ -15,6 +15,13 @@ class FileHandle {
   FileHandle() = default;
   static FileHandle create(const std::string& path);     // write-only, truncates
   static FileHandle open_read(const std::string& path);  // InputError naming the file if absent
+  // `name` opened for reading in the directory `dir` holds (openat: the same directory however it
+  // is renamed meanwhile), or at `path` where `dir` is not open; not open where it cannot be (errno
+  // says why). Without waiting for a FIFO's writer (O_NONBLOCK: nothing to a regular file).
+  static FileHandle open_in(const FileHandle& dir, const std::string& name, const std::string& path);
+  // The open file's type and size (fstat); false, 0 where that fails.
+  bool regular_file() const;
+  std::int64_t size() const;
   // A checkpoint directory held for reading (a shared flock) while the handle lives, which keep-last
   // leaves in place (apply_keep_last); not open where the directory cannot be opened.
   static FileHandle hold_for_reading(const std::string& dir);

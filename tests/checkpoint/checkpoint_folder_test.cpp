@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
@@ -157,6 +158,26 @@ TEST_F(CheckpointFolder, TheChosenCheckpointComesHeldForReading) {
   EXPECT_TRUE(r.held.still_at(newer));
   FileHandle exclusive;
   EXPECT_FALSE(FileHandle::hold_exclusive(newer, exclusive)) << "keep_last's hold is refused while it is held";
+}
+
+// keep_last over a checkpoint a reader holds: the checkpoint leaves the folder at once (renamed
+// .del-step_N: no resume then takes it for another trajectory's and sets it aside for good), the
+// reader reads on, and a later save removes it once the reader let go.
+TEST_F(CheckpointFolder, KeepLastMovesAHeldCheckpointOutOfTheFolderAndRemovesItOnceFree) {
+  const std::string oldest = save(10);
+  auto reader = std::make_unique<CheckpointReader>(oldest);
+  save(20);
+  const std::string newest = save(30);
+  apply_keep_last(folder_, 1, newest);
+  EXPECT_EQ(steps(), std::vector<std::int64_t>({30}));
+  const std::string doomed = folder_ + "/.del-step_00000010";
+  EXPECT_TRUE(fs::is_directory(doomed));
+  EXPECT_NO_THROW(reader->verify_checksums());
+  apply_keep_last(folder_, 1, newest);
+  EXPECT_TRUE(fs::is_directory(doomed)) << "still held";
+  reader.reset();
+  apply_keep_last(folder_, 1, newest);
+  EXPECT_FALSE(fs::exists(doomed));
 }
 
 TEST_F(CheckpointFolder, AnExplicitBadCheckpointIsAnErrorNotAFallback) {

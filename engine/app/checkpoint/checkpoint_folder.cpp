@@ -91,7 +91,10 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.path() != fs::path(keep) && (name.starts_with(kTempPrefix) || name.starts_with(kDeletePrefix))) {
+    if (e.path() == fs::path(keep)) continue;
+    FileHandle held;  // a removal a reader held off (below) waits for its reader
+    if (name.starts_with(kTempPrefix) ||
+        (name.starts_with(kDeletePrefix) && FileHandle::hold_exclusive(e.path(), held))) {
       fs::remove_all(e.path(), ec);  // what a killed save or removal left behind
     }
   }
@@ -99,9 +102,19 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
   const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < complete.size(); ++i) {
     if (fs::path(complete[i].path) == fs::path(keep)) continue;
-    // One a reader holds (ckpt export, eval --ckpt of a live run's folder) is left to a later save.
     FileHandle held;
-    if (FileHandle::hold_exclusive(complete[i].path, held)) remove_checkpoint_dir(complete[i].path);
+    if (FileHandle::hold_exclusive(complete[i].path, held)) {
+      remove_checkpoint_dir(complete[i].path);
+      continue;
+    }
+    // One a reader holds (ckpt export, eval --ckpt of a live run's folder) leaves the folder's
+    // checkpoints now, renamed .del-step_N, and is removed by a later save once its reader let go:
+    // the reader reads on through the directory it holds ([Note: a reader's files through its held
+    // directory]). Left as a step_N, a resume that could not tell it for an ancestor (the saves
+    // between pruned) set it aside to superseded/ as another trajectory's, where nothing deletes it.
+    const fs::path p(complete[i].path);
+    const fs::path doomed = p.parent_path() / (kDeletePrefix + p.filename().string());
+    if (!fs::exists(doomed, ec)) fs::rename(p, doomed, ec);
   }
 }
 

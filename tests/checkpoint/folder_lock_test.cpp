@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -96,6 +97,49 @@ TEST_F(HeldFolderLock, LiveHolderNamesOnlyALivingRun) {
   EXPECT_EQ(live_holder(run_lock), "");  // released
   std::ofstream(run_lock) << R"({"host": 5, "pid": "one"})";
   EXPECT_EQ(live_holder(run_lock), "");
+}
+
+// A lock copied with its folder (cp -a of a run directory, the run alive): no process holds the
+// copy, whose holder beats its own folder's lock; taken over at once and said, where the refusal
+// told the user to end the live run.
+TEST_F(HeldFolderLock, ALockCopiedWithItsFolderIsTakenOverAsACopy) {
+  const std::string a = folder_ + "/a", b = folder_ + "/b";
+  const FolderLock live(a, a, LockedFolder::kRunDirectory);
+  fs::create_directories(b);
+  fs::copy_file(live.path(), b + "/RUN_LOCK");
+  const FolderLock second(b, b, LockedFolder::kRunDirectory);
+  EXPECT_NE(second.note().find("a copy of another folder's lock"), std::string::npos) << second.note();
+  EXPECT_EQ(live.lost_to(), "");
+}
+
+// The lock's pid now another process's (this test's parent: its start ticks are not the lock's),
+// however fresh the lock's time: the holder is gone, taken over at once, where it was refused as
+// "in use by another run" for a minute. A taker's file left by a dead pid is removed at once too
+// (it named no one and blocked every run for a minute).
+TEST_F(HeldFolderLock, APidReusedOrADeadTakerHoldsNothing) {
+  const std::string folder = folder_ + "/c";
+  fs::create_directories(folder);
+  std::string host(256, '\0');
+  gethostname(host.data(), host.size());
+  host.resize(std::strlen(host.c_str()));
+  std::string boot, ns;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+  ns = fs::read_symlink("/proc/self/ns/pid").string();
+  const auto lock_text = [&](pid_t pid, const char* ticks) {
+    return fmt::format(R"({{"host": "{}", "pid": {}, "run_dir": "x", "started": "then", "start_ticks": "{}", )"
+                       R"("boot_id": "{}", "pid_namespace": "{}", "token": "{}:{}:1"}})",
+                       host, pid, ticks, boot, ns, host, pid);
+  };
+  std::ofstream(folder + "/LOCK") << lock_text(getppid(), "1") << "\n";
+  const FolderLock reused(folder, folder);
+  EXPECT_NE(reused.note().find("gone"), std::string::npos) << reused.note();
+  // A dead pid's lock, and a taker's file a dead pid left (pid 0x7fffffff runs nowhere).
+  const std::string other = folder_ + "/d";
+  fs::create_directories(other);
+  std::ofstream(other + "/LOCK") << lock_text(0x7ffffffe, "1") << "\n";
+  std::ofstream(other + "/LOCK.takeover") << lock_text(0x7fffffff, "1") << "\n";
+  const FolderLock taken(other, other);
+  EXPECT_NE(taken.note().find("gone"), std::string::npos) << taken.note();
 }
 
 }  // namespace

@@ -105,9 +105,12 @@ bool holder_gone(const nlohmann::json& holder, double age, const std::string& my
   if (same_space && (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH))) return true;
   const std::vector<std::string> fields = same_space ? process_stat(pid) : std::vector<std::string>{};
   if (!fields.empty() && fields[0] == "Z") return true;  // killed, not yet reaped: still answers kill(pid, 0)
-  if (!stale) return false;
+  // The pid now another process's (its start ticks differ): the holder is gone, however fresh its
+  // lock's time (it died within the minute and its pid was given again).
   const std::string recorded = holder.value("start_ticks", "");
-  return recorded.empty() || fields.size() <= 19 || fields[19] != recorded;
+  if (!recorded.empty() && fields.size() > 19 && fields[19] != recorded) return true;
+  if (!stale) return false;
+  return recorded.empty() || fields.size() <= 19;
 }
 
 // Why a live holder's heartbeat stopped, for the refusal: "" while it beats.
@@ -118,6 +121,27 @@ std::string stale_holder_hint(const nlohmann::json& holder, double age) {
   const bool stopped = !fields.empty() && (fields[0] == "T" || fields[0] == "t");
   return fmt::format(" (its heartbeat is {:.0f} s old: the process is {}; continue it with kill -CONT {} or end it)",
                      age, stopped ? "stopped" : "alive but not beating, hung or starved", pid);
+}
+
+// "device:inode" of a folder, "" where it cannot be read: what a lock records of the folder it
+// locks, so that a lock copied with its folder (cp -a of a run directory) is known for a copy.
+std::string folder_identity(const std::string& folder) {
+  struct stat st {};
+  if (::stat(folder.c_str(), &st) != 0) return "";
+  return fmt::format("{}:{}", static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
+}
+
+// Whether a lock names another folder than the one it lies in: copied there with its folder, so
+// no process holds this one (its holder, alive or not, beats another lock). Told on the host and
+// boot that wrote it only: another NFS client numbers the same folder's device otherwise.
+bool lock_of_another_folder(const nlohmann::json& holder, const std::string& folder, const std::string& my_host) {
+  if (!holder.is_object() || !holder.contains("folder") || !holder["folder"].is_string() ||
+      holder.value("host", "") != my_host || own_identity().boot_id.empty() ||
+      holder.value("boot_id", "") != own_identity().boot_id) {
+    return false;
+  }
+  const std::string here = folder_identity(folder);
+  return !here.empty() && holder["folder"].get<std::string>() != here;
 }
 
 // Who a lock names; a file this code did not write whole (empty after a power loss, not JSON, other
@@ -244,6 +268,7 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
                                {"start_ticks", identity.start_ticks},
                                {"boot_id", identity.boot_id},
                                {"pid_namespace", identity.pid_namespace},
+                               {"folder", folder_identity(folder)},
                                {"token", token_}};
   text_ = mine.dump() + "\n";
   temp_ = fmt::format("{}.{}.{}.tmp", path_, host, getpid());
@@ -254,25 +279,38 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
     const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
     const double age = heartbeat_age(path_);
     if (age < 0.0) continue;  // released meanwhile: try again
-    if (holder.is_object() && !holder_gone(holder, age, host)) {
+    const bool copy = lock_of_another_folder(holder, folder, host);
+    if (holder.is_object() && !copy && !holder_gone(holder, age, host)) {
       throw_input_error("{} {} is in use by another run: {}{}; wait for it to end, or give this run another {}", what,
                         folder, describe(holder), stale_holder_hint(holder, age),
                         run ? "--run-dir" : "checkpoint.dir or --run-dir");
     }
     // Gone (or unreadable: a lock this code never writes). Take it over, one taker at a time.
     if (!create_exclusive(takeover, text_, temp_ + ".takeover")) {
-      if (heartbeat_age(takeover) > kStaleSeconds) unlink(takeover.c_str());  // a taker that died in it
+      // A taker that died in it: its pid gone at once (on this host), or its file a minute old.
+      const nlohmann::json taker = nlohmann::json::parse(read_text(takeover), nullptr, false);
+      const double taker_age = heartbeat_age(takeover);
+      bool taker_gone = taker_age > kStaleSeconds;
+      try {
+        taker_gone = taker_gone || (taker.is_object() && holder_gone(taker, taker_age, host));
+      } catch (const nlohmann::json::exception&) {  // fields of other types than this code writes
+      }
+      if (taker_gone) unlink(takeover.c_str());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
     if (read_text(path_) == text) {  // still the lock judged gone
       unlink(path_.c_str());
-      note_ = fmt::format("took over the {}'s lock from {}, gone", what, describe(holder));
+      note_ = copy ? fmt::format("took over the {}'s lock, a copy of another folder's lock ({}) made with the folder",
+                                 what, describe(holder))
+                   : fmt::format("took over the {}'s lock from {}, gone", what, describe(holder));
     }
     unlink(takeover.c_str());
   }
   if (read_text(path_).find(token_) == std::string::npos) {
-    throw_input_error("{} {}: could not take its lock (another run is taking it over)", what, folder);
+    const nlohmann::json taker = nlohmann::json::parse(read_text(takeover), nullptr, false);
+    throw_input_error("{} {}: could not take its lock (another run is taking it over: {}, in {})", what, folder,
+                      taker.is_object() ? describe(taker) : std::string("its file is gone or unreadable"), takeover);
   }
   remove_abandoned_staging(path_);
   dir_ = folder;
@@ -315,6 +353,13 @@ void FolderLock::beat() {
       // a checkpoint folder inside a run directory moved away is not made again under the old name.
       std::error_code ec;
       fs::create_directory(fs::path(path_).parent_path(), ec);
+      // The folder made again is another inode: the lock names it, not the removed one (else a second
+      // run took it for a copy of another folder's lock and took it over).
+      nlohmann::json mine = nlohmann::json::parse(text_, nullptr, /*allow_exceptions=*/false);
+      if (mine.is_object()) {
+        mine["folder"] = folder_identity(fs::path(path_).parent_path().string());
+        text_ = mine.dump() + "\n";
+      }
       try {
         create_exclusive(path_, text_, temp_);
       } catch (const std::exception&) {  // no room or no right: the next beat tries again

@@ -14,6 +14,7 @@
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/checkpoint/folder_lock.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/checkpoint/temp_folder_test.h"
 
@@ -160,24 +161,43 @@ TEST_F(CheckpointFolder, TheChosenCheckpointComesHeldForReading) {
   EXPECT_FALSE(FileHandle::hold_exclusive(newer, exclusive)) << "keep_last's hold is refused while it is held";
 }
 
-// keep_last over a checkpoint a reader holds: the checkpoint leaves the folder at once (renamed
-// .del-step_N: no resume then takes it for another trajectory's and sets it aside for good), the
-// reader reads on, and a later save removes it once the reader let go.
-TEST_F(CheckpointFolder, KeepLastMovesAHeldCheckpointOutOfTheFolderAndRemovesItOnceFree) {
-  const std::string oldest = save(10);
+// keep_last over a checkpoint a reader holds: it stays for a later save, marked pruned, so that a
+// resume that cannot tell it for an ancestor (the saves between pruned) leaves it to keep_last
+// rather than set it aside to superseded/ for good; the next save removes it once free.
+TEST_F(CheckpointFolder, KeepLastMarksAHeldCheckpointPrunedAndAResumeLeavesItToKeepLast) {
+  const std::string oldest = save(10, 0, lineage("a10", ""));
   auto reader = std::make_unique<CheckpointReader>(oldest);
-  save(20);
-  const std::string newest = save(30);
+  save(20, 0, lineage("a20", "a10"));
+  const std::string newest = save(30, 0, lineage("a30", "a20"));
+  apply_keep_last(folder_, 1, newest);
+  EXPECT_EQ(steps(), std::vector<std::int64_t>({10, 30}));
+  EXPECT_TRUE(fs::exists(oldest + "/PRUNED"));
+  EXPECT_NO_THROW(reader->verify_checksums());
+  reader.reset();
+  // The resume of step 30 cannot link a10 (a20 gone): left, not set aside.
+  EXPECT_TRUE(set_aside_other_trajectories(folder_, 30, "a30", "a20").empty());
   apply_keep_last(folder_, 1, newest);
   EXPECT_EQ(steps(), std::vector<std::int64_t>({30}));
-  const std::string doomed = folder_ + "/.del-step_00000010";
-  EXPECT_TRUE(fs::is_directory(doomed));
-  EXPECT_NO_THROW(reader->verify_checksums());
-  apply_keep_last(folder_, 1, newest);
-  EXPECT_TRUE(fs::is_directory(doomed)) << "still held";
-  reader.reset();
-  apply_keep_last(folder_, 1, newest);
-  EXPECT_FALSE(fs::exists(doomed));
+}
+
+// aside): a reader is told to wait for the run, not to resume a set-aside checkpoint by its path.
+TEST_F(CheckpointFolder, ALiveRunsFolderBeforeItsFirstSaveSaysToWait) {
+  const std::string old = save(10);
+  fs::create_directories(folder_ + "/superseded");
+  fs::rename(old, folder_ + "/superseded/step_00000010");
+  fs::remove(folder_ + "/latest");  // as a fresh run's set-aside of every checkpoint leaves it
+  const FolderLock live(folder_, folder_);  // this process: alive
+  try {
+    resolve_checkpoint(folder_, Validation::kStructure);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("a live run (pid "), std::string::npos) << what;
+    EXPECT_NE(what.find("trains there and has saved none yet: wait for it (the folder's 1 earlier checkpoint(s) are "
+                        "set aside in"),
+              std::string::npos)
+        << what;
+  }
 }
 
 TEST_F(CheckpointFolder, AnExplicitBadCheckpointIsAnErrorNotAFallback) {

@@ -142,7 +142,7 @@ def main():
         shutil.rmtree(folder, ignore_errors=True)
     out, lines = end(proc)
     checks.check(first and verify.returncode == 2 and "a live run (" in verify.stderr and
-                 "is writing its first save there (step 2, .tmp-step_00000002): wait for it" in verify.stderr,
+                 "trains there and is writing its first save (step 2, .tmp-step_00000002): wait for it" in verify.stderr,
                  f"ckpt verify during a live run's first save says so ({verify.stderr.strip()})")
     checks.check(in_save and proc.returncode == 1 and len(lines) == 1 and
                  "checkpoint at step 4 not saved: its folder was moved or removed during two saves in a row" in lines[0],

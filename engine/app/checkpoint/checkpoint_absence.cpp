@@ -45,24 +45,32 @@ std::string where_checkpoints_are_not(const std::string& path) {
   // Where they are instead: a run directory given for its folder, a folder whose checkpoints a
   // rollback set aside, or a run that saved none (a save is asked for: both keys are off by default).
   std::string where;
+  // A live run there that has not saved yet (a fresh run sets the folder's earlier checkpoints
+  // aside): it is what a reader waits for, not a checkpoint to resume by its path.
+  const std::string holder = live_holder((fs::path(path) / "LOCK").string());
   if (weights_at(path) == WeightsAt::kHuggingFaceFolder) {  // pretrained weights, which --from reads
     where = "; a Hugging Face folder: eval/sample --from and train.init_from read it";
   } else if (fs::is_directory(fs::path(path) / "checkpoints")) {
     where = fmt::format("; its checkpoints are in {}", (fs::path(path) / "checkpoints").string());
+  } else if (!holder.empty()) {
+    const std::string cut_off = cut_off_saves(path);
+    const SupersededUsage aside = superseded_usage(path);
+    where =
+        fmt::format("; a live run ({}) trains there and {}: wait for it{}", holder,
+                    cut_off.empty() ? "has saved none yet" : fmt::format("is writing its first save ({})", cut_off),
+                    aside.checkpoints > 0 ? fmt::format(" (the folder's {} earlier checkpoint(s) are set aside in {})",
+                                                        aside.checkpoints, (fs::path(path) / kSupersededName).string())
+                                          : "");
   } else if (const SupersededUsage aside = superseded_usage(path); aside.checkpoints > 0) {
     where = fmt::format("; {} checkpoint(s) set aside in {}: resume one by its path", aside.checkpoints,
                         (fs::path(path) / kSupersededName).string());
   } else if (const std::string cut_off = cut_off_saves(path); !cut_off.empty()) {
-    // A save was asked for and begun: the folder's config saves; what it lacks is a save that
-    // ended, or a live run's first one is still being written.
-    const std::string holder = live_holder((fs::path(path) / "LOCK").string());
-    where = holder.empty()
-                ? fmt::format(
-                      "; the save begun there ({}) was cut off before it completed (the run "
-                      "was killed or failed during it), so there is nothing to resume: start "
-                      "the run afresh",
-                      cut_off)
-                : fmt::format("; a live run ({}) is writing its first save there ({}): wait for it", holder, cut_off);
+    // A save was asked for and begun, by a run no longer live: the folder's config saves; what it
+    // lacks is a save that ended.
+    where = fmt::format(
+        "; the save begun there ({}) was cut off before it completed (the run was killed or failed during it), so "
+        "there is nothing to resume: start the run afresh",
+        cut_off);
   } else if (const fs::path folder = fs::path(path).lexically_normal(),
              run_dir = (folder.has_filename() ? folder : folder.parent_path()).parent_path();
              fs::exists(run_dir / "metrics.jsonl")) {

@@ -91,10 +91,7 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.path() == fs::path(keep)) continue;
-    FileHandle held;  // a removal a reader held off (below) waits for its reader
-    if (name.starts_with(kTempPrefix) ||
-        (name.starts_with(kDeletePrefix) && FileHandle::hold_exclusive(e.path(), held))) {
+    if (e.path() != fs::path(keep) && (name.starts_with(kTempPrefix) || name.starts_with(kDeletePrefix))) {
       fs::remove_all(e.path(), ec);  // what a killed save or removal left behind
     }
   }
@@ -107,14 +104,12 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
       remove_checkpoint_dir(complete[i].path);
       continue;
     }
-    // One a reader holds (ckpt export, eval --ckpt of a live run's folder) leaves the folder's
-    // checkpoints now, renamed .del-step_N, and is removed by a later save once its reader let go:
-    // the reader reads on through the directory it holds ([Note: a reader's files through its held
-    // directory]). Left as a step_N, a resume that could not tell it for an ancestor (the saves
-    // between pruned) set it aside to superseded/ as another trajectory's, where nothing deletes it.
-    const fs::path p(complete[i].path);
-    const fs::path doomed = p.parent_path() / (kDeletePrefix + p.filename().string());
-    if (!fs::exists(doomed, ec)) fs::rename(p, doomed, ec);
+    // One a reader holds (ckpt export, eval --ckpt of a live run's folder; a resume until its
+    // ranks opened it, by its path) stays where it is for a later save, marked pruned: a resume
+    // that cannot tell it for an ancestor (the saves between it and the one resumed pruned) leaves
+    // it to keep_last rather than setting it aside to superseded/ as another trajectory's, where
+    // nothing deletes it.
+    std::ofstream(fs::path(complete[i].path) / kPrunedMarker) << "pruned by keep_last while a reader held it\n";
   }
 }
 
@@ -236,6 +231,8 @@ std::vector<std::string> set_aside_other_trajectories(const std::string& folder,
   for (std::string id = previous_save_id; previous_of.count(id) > 0 && ours.insert(id).second; id = previous_of[id]) {}
   return set_aside_where(folder, [&](const CheckpointEntry& c) {
     if (c.step > step) return true;
+    // One keep_last pruned while a reader held it: older, left to the next save's keep_last.
+    if (std::error_code marker_ec; fs::exists(fs::path(c.path) / kPrunedMarker, marker_ec)) return false;
     // One from before save ids has no lineage to tell by, and one whose manifest cannot be read is
     // no fallback: both stay.
     const Lineage& l = lineages[c.path];

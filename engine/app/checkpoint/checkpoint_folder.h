@@ -15,6 +15,9 @@ namespace zt::ckpt {
 inline constexpr const char* kLatestName = "latest";
 inline constexpr const char* kTempPrefix = ".tmp-";
 inline constexpr const char* kDeletePrefix = ".del-";
+// The file keep_last leaves in a checkpoint it could not remove because a reader held it: the next
+// save's keep_last removes it, and a resume does not set it aside (apply_keep_last).
+inline constexpr const char* kPrunedMarker = "PRUNED";
 
 struct CheckpointEntry {
   std::int64_t step = 0;

@@ -185,7 +185,7 @@ TEST_F(CheckpointFolder, ALiveRunsFolderBeforeItsFirstSaveSaysToWait) {
   const std::string old = save(10);
   fs::create_directories(folder_ + "/superseded");
   fs::rename(old, folder_ + "/superseded/step_00000010");
-  fs::remove(folder_ + "/latest");  // as a fresh run's set-aside of every checkpoint leaves it
+  fs::remove(folder_ + "/latest");          // as a fresh run's set-aside of every checkpoint leaves it
   const FolderLock live(folder_, folder_);  // this process: alive
   try {
     resolve_checkpoint(folder_, Validation::kStructure);

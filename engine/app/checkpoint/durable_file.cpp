@@ -45,10 +45,12 @@ bool FileHandle::still_at(const std::string& path) const {
 bool FileHandle::hold_exclusive(const std::string& path, FileHandle& holder, bool create) {
   FileHandle f;
   // Made, not truncated: another holder's bytes stay its own.
-  f.fd_ =
-      create ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  f.fd_ = create ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644)
+                 : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO's open must not wait
   if (f.fd_ < 0) return true;
-  if (::flock(f.fd_, LOCK_EX | LOCK_NB) != 0) return false;
+  // Held only where another handle holds it: a file system without flock (ENOLCK, EINVAL, ENOSYS)
+  // has nothing to hold, and a prune or a writer goes ahead as without the lock.
+  if (::flock(f.fd_, LOCK_EX | LOCK_NB) != 0) return errno != EWOULDBLOCK;
   f.path_ = path;
   holder = std::move(f);
   return true;
@@ -56,9 +58,9 @@ bool FileHandle::hold_exclusive(const std::string& path, FileHandle& holder, boo
 
 bool FileHandle::hold_shared(const std::string& path, FileHandle& holder) {
   FileHandle f;
-  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  f.fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);  // a FIFO's open must not wait
   if (f.fd_ < 0) return true;
-  if (::flock(f.fd_, LOCK_SH | LOCK_NB) != 0) return false;
+  if (::flock(f.fd_, LOCK_SH | LOCK_NB) != 0) return errno != EWOULDBLOCK;  // no flock here: nothing to hold
   f.path_ = path;
   holder = std::move(f);
   return true;

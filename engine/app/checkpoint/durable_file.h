@@ -29,8 +29,9 @@ class FileHandle {
   // holds it exclusively in `holder` until that handle ends if so. True where it cannot be opened:
   // nothing to hold, and what comes next says what is wrong with it.
   static bool hold_exclusive(const std::string& path, FileHandle& holder, bool create = false);
-  // The same, shared: false where a handle holds `path` exclusively (a prepare writing a dataset
-  // folder), without waiting for it.
+  // The same, shared, for a directory: false where a handle holds it exclusively (a prepare writing
+  // a dataset folder), without waiting for it. Where the file system has no flock (or on NFS, where
+  // a directory's flock is the client's own), nothing is held and true is returned.
   static bool hold_shared(const std::string& path, FileHandle& holder);
   ~FileHandle();
   FileHandle(FileHandle&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }

@@ -134,12 +134,17 @@ std::string folder_identity(const std::string& folder) {
 // Whether a lock names another folder than the one it lies in: copied there with its folder, so
 // no process holds this one (its holder, alive or not, beats another lock). Told on the host and
 // boot that wrote it only: another NFS client numbers the same folder's device otherwise.
-bool lock_of_another_folder(const nlohmann::json& holder, const std::string& folder, const std::string& my_host) {
+bool lock_of_another_folder(const nlohmann::json& holder, const std::string& folder, const std::string& my_host,
+                            double age) {
+  const ProcessIdentity mine = own_identity();
   if (!holder.is_object() || !holder.contains("folder") || !holder["folder"].is_string() ||
-      holder.value("host", "") != my_host || own_identity().boot_id.empty() ||
-      holder.value("boot_id", "") != own_identity().boot_id) {
+      holder["folder"].get<std::string>().empty() || holder.value("host", "") != my_host || mine.boot_id.empty() ||
+      holder.value("boot_id", "") != mine.boot_id || holder.value("pid_namespace", "") != mine.pid_namespace) {
     return false;
   }
+  // A copy never beats: one whose time moved within three beats is its holder's own lock (the same
+  // folder mounted twice numbers its device twice; a folder replaced by its copy under a live run).
+  if (age < 3 * FolderLock::heartbeat_seconds()) return false;
   const std::string here = folder_identity(folder);
   return !here.empty() && holder["folder"].get<std::string>() != here;
 }
@@ -279,7 +284,7 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
     const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
     const double age = heartbeat_age(path_);
     if (age < 0.0) continue;  // released meanwhile: try again
-    const bool copy = lock_of_another_folder(holder, folder, host);
+    const bool copy = lock_of_another_folder(holder, folder, host, age);
     if (holder.is_object() && !copy && !holder_gone(holder, age, host)) {
       throw_input_error("{} {} is in use by another run: {}{}; wait for it to end, or give this run another {}", what,
                         folder, describe(holder), stale_holder_hint(holder, age),

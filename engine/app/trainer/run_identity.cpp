@@ -178,7 +178,17 @@ void hold_prepared_dataset(const RunConfig& config, ckpt::FileHandle& holder) {
 
 void check_data_unchanged(const RunConfig& config, const nlohmann::json& recorded) {
   const nlohmann::json now = data_identity(config);
-  for (std::size_t i = 0; i < now.size() && i < recorded.size(); ++i) {
+  // Files come or gone (a shard matching data.train_files, a vocab.json made): named by path.
+  std::vector<std::string> before, after;
+  for (const nlohmann::json& f : recorded) before.push_back(f["path"].get<std::string>());
+  for (const nlohmann::json& f : now) after.push_back(f["path"].get<std::string>());
+  if (before != after) {
+    throw_input_error(
+        "the data files changed as the run started (read: {}; now: {}): another program is writing them; start the "
+        "run once they are written",
+        fmt::join(before, ", "), fmt::join(after, ", "));
+  }
+  for (std::size_t i = 0; i < now.size(); ++i) {
     if (!same_contents(recorded[i], now[i])) {
       throw_input_error(
           "data file {} changed as the run started ({} -> {}): another program is writing it; start the run "

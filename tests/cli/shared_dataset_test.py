@@ -5,6 +5,7 @@
     with flock as a prepare holds it) is refused in one line naming data.dataset and the prepare,
     before it records anything: it had read the files half replaced, said the prepare was cut, or
     recorded in its checkpoints other files than it trained on;
+  * data.dataset naming a FIFO is refused at once, not waited on;
   * a prepare into the folder of a live run is refused in one line while the run reads it, and the
     run stops normally on request; once the run ended, the prepare goes ahead.
 
@@ -51,6 +52,19 @@ def main():
     check(p.returncode == 2 and len(lines) == 1 and "data.dataset" in lines[0] and
           "a prepare is writing it now" in lines[0] and not os.path.exists(os.path.join(run_a, "metrics.jsonl")),
           f"a run on a folder a prepare writes is refused in one line ({p.returncode}: {lines})")
+
+    # data.dataset naming a FIFO: refused at once (the hold's open waited for a writer, every rank
+    # hung).
+    fifo = os.path.join(work, "fifo")
+    os.mkfifo(fifo)
+    try:
+        p = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "f"), "--set",
+                            f"data.dataset={fifo}"], capture_output=True, text=True, timeout=60)
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        check(p.returncode == 2 and len(lines) == 1 and "neither \"embedded\" nor a directory" in lines[0],
+              f"data.dataset naming a FIFO is refused at once ({p.returncode}: {lines})")
+    except subprocess.TimeoutExpired:
+        check(False, "data.dataset naming a FIFO is refused at once (it hung)")
 
     # A live run's folder: a prepare into it is refused while the run reads it.
     run_b = os.path.join(work, "b")

@@ -386,6 +386,15 @@ TEST(ResumeData, AFileChangedAsTheRunStartsIsRefused) {
   const std::string msg = error_of([&] { check_data_unchanged(c, recorded); });
   EXPECT_TRUE(msg.starts_with("data file " + val + " changed as the run started (1000 bytes, fingerprint")) << msg;
   EXPECT_NE(msg.find("-> 1200 bytes"), std::string::npos) << msg;
+  // A shard come under a data.train_files pattern: the files' list differs, named.
+  std::ofstream(dir + "/shard_0.bin", std::ios::binary) << std::string(3000, 'd');
+  doc["data"] = {{"train_files", {dir + "/shard_*.bin"}}, {"val_files", {val}}};
+  const RunConfig sharded = parse_run_config(doc, "t.json");
+  const nlohmann::json shards = data_identity(sharded);
+  std::ofstream(dir + "/shard_1.bin", std::ios::binary) << std::string(3000, 'e');
+  const std::string more = error_of([&] { check_data_unchanged(sharded, shards); });
+  EXPECT_NE(more.find("the data files changed as the run started"), std::string::npos) << more;
+  EXPECT_NE(more.find("shard_1.bin"), std::string::npos) << more;
   std::filesystem::remove_all(dir);
 }
 

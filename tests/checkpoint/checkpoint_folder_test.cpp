@@ -180,6 +180,21 @@ TEST_F(CheckpointFolder, KeepLastMarksAHeldCheckpointPrunedAndAResumeLeavesItToK
   EXPECT_EQ(steps(), std::vector<std::int64_t>({30}));
 }
 
+// A resume's set-aside never points `latest` at a checkpoint keep_last marked pruned (another
+// trajectory's, perhaps: the folder's own run pruned it as a reader held it); none left, no latest.
+TEST_F(CheckpointFolder, LatestIsNeverPointedAtAPrunedCheckpoint) {
+  const std::string older = save(10, 0, lineage("b10", ""));
+  auto reader = std::make_unique<CheckpointReader>(older);
+  const std::string newer = save(20, 0, lineage("b20", "b10"));
+  apply_keep_last(folder_, 1, newer);
+  ASSERT_TRUE(fs::exists(older + "/PRUNED"));
+  reader.reset();
+  // A resume of another trajectory's step 15 (a superseded one) sets step 20, which latest named, aside.
+  EXPECT_EQ(set_aside_other_trajectories(folder_, 15, "a15", "a14"), std::vector<std::string>({"step_00000020"}));
+  EXPECT_FALSE(fs::exists(folder_ + "/latest"));
+}
+
+// A folder a live run holds but has not saved in yet (a fresh run set its earlier checkpoints
 // aside): a reader is told to wait for the run, not to resume a set-aside checkpoint by its path.
 TEST_F(CheckpointFolder, ALiveRunsFolderBeforeItsFirstSaveSaysToWait) {
   const std::string old = save(10);

@@ -97,6 +97,7 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
   }
   if (keep_last <= 0) return;
   const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
+  std::string unmarked;  // a marker that could not be written: said once the rest is done
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < complete.size(); ++i) {
     if (fs::path(complete[i].path) == fs::path(keep)) continue;
     FileHandle held;
@@ -109,7 +110,13 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
     // that cannot tell it for an ancestor (the saves between it and the one resumed pruned) leaves
     // it to keep_last rather than setting it aside to superseded/ as another trajectory's, where
     // nothing deletes it.
-    std::ofstream(fs::path(complete[i].path) / kPrunedMarker) << "pruned by keep_last while a reader held it\n";
+    const fs::path marker = fs::path(complete[i].path) / kPrunedMarker;
+    if (!fs::exists(marker, ec) && !(std::ofstream(marker) << "pruned by keep_last while a reader held it\n")) {
+      unmarked = marker.string();
+    }
+  }
+  if (!unmarked.empty()) {
+    throw_runtime_error("cannot write {} (a checkpoint a reader holds, left for a later save)", unmarked);
   }
 }
 
@@ -139,8 +146,13 @@ std::vector<std::string> set_aside_where(const std::string& folder, Other&& othe
   if (moved.empty() || (!latest.empty() && std::find(moved.begin(), moved.end(), latest) == moved.end())) {
     return moved;  // `latest` still names a checkpoint of this trajectory
   }
-  const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
-  const std::string newest = complete.empty() ? "" : fs::path(complete.back().path).filename().string();
+  // The newest left that keep_last did not prune (a marked one may be another trajectory's: a reader
+  // held it as its own run pruned it); none: no `latest`.
+  std::string newest;
+  for (const CheckpointEntry& c : complete_checkpoints(folder)) {
+    std::error_code marker_ec;
+    if (!fs::exists(fs::path(c.path) / kPrunedMarker, marker_ec)) newest = fs::path(c.path).filename().string();
+  }
   // The moves are done: a failure from here says them (a resume passes over a `latest` naming one).
   const std::string moves = fmt::format("after moving {} to {}", fmt::join(moved, ", "), aside.string());
   try {

@@ -240,6 +240,8 @@ std::string find_shared_lock(const std::string& folder, const std::string& token
 bool token_from_this_host(const std::string& token) { return token.starts_with(host_name() + ":"); }
 
 std::string live_holder(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return "";  // none, or no lock this code writes (a FIFO's read would wait)
   const std::string text = read_text(path);
   if (text.empty()) return "";
   const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);

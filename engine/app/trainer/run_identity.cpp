@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -182,11 +183,18 @@ void check_data_unchanged(const RunConfig& config, const nlohmann::json& recorde
   std::vector<std::string> before, after;
   for (const nlohmann::json& f : recorded) before.push_back(f["path"].get<std::string>());
   for (const nlohmann::json& f : now) after.push_back(f["path"].get<std::string>());
-  if (before != after) {
+  const bool same_files = before == after;
+  std::sort(before.begin(), before.end());
+  std::sort(after.begin(), after.end());
+  if (!same_files) {  // named by the files come and gone, not every path (thousands of shards)
+    std::vector<std::string> gone, come;
+    std::set_difference(before.begin(), before.end(), after.begin(), after.end(), std::back_inserter(gone));
+    std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(come));
     throw_input_error(
-        "the data files changed as the run started (read: {}; now: {}): another program is writing them; start the "
-        "run once they are written",
-        fmt::join(before, ", "), fmt::join(after, ", "));
+        "the data files changed as the run started ({} come, {} gone{}{}): another program is writing them; start "
+        "the run once they are written",
+        come.size(), gone.size(), come.empty() ? "" : fmt::format("; first come: {}", come.front()),
+        gone.empty() ? "" : fmt::format("; first gone: {}", gone.front()));
   }
   for (std::size_t i = 0; i < now.size(); ++i) {
     if (!same_contents(recorded[i], now[i])) {

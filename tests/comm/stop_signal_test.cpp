@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -68,56 +69,55 @@ TEST(StopSignal, TheFirstSignalIsRecordedAndABlockedCollectiveGivesUpAfterTheGra
 // blocked in a device synchronisation behind them: the watchdog applies the grace too (it waited
 // for the collective timeout, 300 s, and Slurm's SIGKILL came first, the failure unsaid), except
 // while a wait known to outlast it is in progress (another group's checkpoint save).
+// What a watchdog reports, read from the test's thread while the watchdog's adds to it.
+struct Reports {
+  std::mutex mutex;
+  std::vector<std::string> messages;
+  std::vector<std::string> now() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return messages;
+  }
+  // Up to 5 s for the first report (the watchdog polls every 2 ms).
+  std::vector<std::string> first() {
+    for (int i = 0; i < 500 && now().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return now();
+  }
+  std::unique_ptr<CollectiveWatchdog> watchdog() {
+    return std::make_unique<CollectiveWatchdog>([] { return std::string(); },
+                                                [this](const std::string& m) {
+                                                  std::lock_guard<std::mutex> lock(mutex);
+                                                  messages.push_back(m);
+                                                });
+  }
+};
+
 TEST(StopSignal, TheWatchdogFailsACollectiveStillInFlightAGraceAfterTheRequest) {
   install_stop_request_handlers("zerotrain", "a test's stop");
   set_stop_grace_seconds(0.2);
-  std::mutex mutex;
-  std::vector<std::string> reports;
-  const auto reported = [&] {
-    std::lock_guard<std::mutex> lock(mutex);
-    return reports;
-  };
-  CollectiveWatchdog dog([] { return std::string(); },
-                         [&](const std::string& m) {
-                           std::lock_guard<std::mutex> lock(mutex);
-                           reports.push_back(m);
-                         });
+  Reports reports;
+  const std::unique_ptr<CollectiveWatchdog> dog = reports.watchdog();
   {
     const StopGraceSuspended waiting_past_the_grace;
-    dog.watch(
+    dog->watch(
         "all_reduce of 1 f32", "step 3, another group's save", [] { return false; }, 60.0);
     ASSERT_EQ(std::raise(SIGUSR1), 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(800));
-    EXPECT_TRUE(reported().empty()) << reported().front();
+    EXPECT_TRUE(reports.now().empty()) << reports.now().front();
   }
-  for (int i = 0; i < 500 && reported().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(reported().size(), 1u);
-  EXPECT_EQ(reported().front(),
+  ASSERT_EQ(reports.first().size(), 1u);
+  EXPECT_EQ(reports.now().front(),
             "all_reduce of 1 f32 (step 3, another group's save) was still blocked 0.2 s after SIGUSR1 asked this rank "
             "to stop: another rank has failed or died; exiting without a checkpoint");
   // A collective launched after the request has its own grace (a live peer reaches it within it):
   // not failed at once, however old the request.
-  std::vector<std::string> later;
-  CollectiveWatchdog young([] { return std::string(); },
-                           [&](const std::string& m) {
-                             std::lock_guard<std::mutex> lock(mutex);
-                             later.push_back(m);
-                           });
-  young.watch(
+  Reports later;
+  const std::unique_ptr<CollectiveWatchdog> young = later.watchdog();
+  young->watch(
       "all_gather of 8 f32", "step 4 micro-batch 0", [] { return false; }, 60.0);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    EXPECT_TRUE(later.empty());
-  }
-  for (int i = 0; i < 500; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!later.empty()) break;
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  ASSERT_EQ(later.size(), 1u);
-  EXPECT_NE(later.front().find("all_gather of 8 f32 (step 4 micro-batch 0) was still blocked 0.2 s"),
+  EXPECT_TRUE(later.now().empty());
+  ASSERT_EQ(later.first().size(), 1u);
+  EXPECT_NE(later.now().front().find("all_gather of 8 f32 (step 4 micro-batch 0) was still blocked 0.2 s"),
             std::string::npos);
 }
 

@@ -14,13 +14,16 @@ inline float clip_coefficient(double grad_norm, float max_norm) {
   return static_cast<float>(max_norm / (grad_norm + 1e-6));
 }
 
-// AdamW squares each gradient element in fp32, as PyTorch's does: past sqrt(FLT_MAX), 1.8e19, the
+// The largest value whose fp32 square is finite: sqrt(FLT_MAX), 1.8e19.
+inline const double kLargestFp32Squarable = std::sqrt(double{std::numeric_limits<float>::max()});
+
+// AdamW squares each gradient element in fp32, as PyTorch's does: past kLargestFp32Squarable the
 // square is inf and that element's second moment stays inf, freezing it for good. The engine's fp64
 // norm stays finite there, where an fp32 sum of squares is inf already: a step whose applied
 // gradient (clipped or not) has a norm past it, where an element's square may overflow, counts as
 // non-finite too (clipping keeps it below: only a run with optim.grad_clip = 0 meets it).
 inline bool applied_norm_overflows_fp32_squares(double grad_norm, float max_norm) {
-  return grad_norm * clip_coefficient(grad_norm, max_norm) > std::sqrt(double{std::numeric_limits<float>::max()});
+  return grad_norm * clip_coefficient(grad_norm, max_norm) > kLargestFp32Squarable;
 }
 
 }  // namespace zt

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/app/data/batch_sampler.h"
+#include "engine/app/trainer/grad_clip.h"
 
 #include "engine/base/core/bf16.h"
 #include "kernels/ops.h"
@@ -56,7 +57,7 @@ bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const Step
   const std::string what =
       loss_finite && std::isfinite(r.grad_norm)
           ? fmt::format("step {}: gradient norm {:.4g} past {:.4g}, where AdamW's fp32 squares may overflow (loss {})",
-                        step, r.grad_norm, std::sqrt(double{std::numeric_limits<float>::max()}), r.loss)
+                        step, r.grad_norm, kLargestFp32Squarable, r.loss)
           : fmt::format("step {}: non-finite {} (loss {}, grad norm {}{})", step, loss_finite ? "gradient" : "loss",
                         r.loss, r.grad_norm, loss_finite ? "" : first_nonfinite_loss(s, run, step, r));
   // In place of the step's train record: its batch was used up and its rate in the schedule passed

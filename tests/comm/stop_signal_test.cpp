@@ -322,5 +322,35 @@ TEST(LauncherTerminationDeathTest, AfterTheStopCheckpointIsSavedItSaysSo) {
       "continue with --resume latest");
 }
 
+// mpirun interrupted (a Slurm time limit, scancel) while the ranks finalise MPI after the run
+// completed: the rank ends with 0 and says the run had completed, not the last wait site and a
+// resume of a run with nothing left to train; a stop request then is acknowledged as coming after
+// the end.
+TEST(LauncherTerminationDeathTest, AfterTheRunCompletedItSaysSoAndExitsZero) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string context = "the sample after step 30";
+  EXPECT_EXIT(
+      {
+        install_launcher_termination_handler();
+        note_checkpoint_complete("run/checkpoints");
+        record_wait_site(nullptr, &context);
+        note_run_complete("run");
+        std::raise(SIGTERM);
+        std::exit(3);
+      },
+      testing::ExitedWithCode(0),
+      "^zerotrain: note: the launcher stopped the job after the run had completed; its outputs are in run\n$");
+  EXPECT_EXIT(
+      {
+        install_stop_request_handlers("zerotrain", "a test's stop");
+        note_run_complete("run");
+        std::raise(SIGUSR1);
+        std::exit(stop_signal() == SIGUSR1 ? 0 : 1);
+      },
+      testing::ExitedWithCode(0),
+      "^zerotrain: SIGUSR1 received after the run completed \\(its outputs are in run\\): "
+      "nothing to stop\n$");
+}
+
 }  // namespace
 }  // namespace zt

@@ -52,6 +52,12 @@ std::atomic<const char*> g_saved_line{nullptr};
 char g_complete_text[kInflightBytes] = {0};
 std::atomic<const char*> g_complete_line{nullptr};
 
+// note_run_complete's: the line rank 0 writes when the launcher ends it after the run completed
+// ("" on the other ranks), and the acknowledgements of a stop request that comes after the end.
+// Written before the flag is set, so a handler that reads the flag reads them whole.
+char g_run_complete_text[kInflightBytes] = {0};
+std::atomic<bool> g_run_complete{false};
+
 void write_stderr(const char* text) {
   ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
   (void)ignored;
@@ -59,6 +65,10 @@ void write_stderr(const char* text) {
 
 [[noreturn]] void terminate_for_launcher() {
   if (g_reported_exit_code != 0) _exit(g_reported_exit_code);
+  if (g_run_complete.load()) {  // nothing was cut: its outputs are written
+    write_stderr(g_run_complete_text);
+    _exit(0);
+  }
   if (const char* saved = g_saved_line.load(); saved != nullptr) {
     write_stderr(saved);
     _exit(1);
@@ -117,8 +127,9 @@ std::atomic<const char*> g_second_stop_line{"zerotrain: a second stop signal: ex
 // stop can take a step and a save to act on, and a user who sees nothing presses again, which
 // ends the process without its checkpoint. Preformatted at installation (the handler only writes).
 constexpr std::size_t kAckBytes = 320;
-char g_ack_lines[3][kAckBytes] = {{0}, {0}, {0}};  // SIGTERM, SIGINT, SIGUSR1
-char g_followup_lines[2][kAckBytes] = {{0}, {0}};  // SIGTERM, SIGINT after a SIGUSR1 or a hang-up
+char g_ack_lines[3][kAckBytes] = {{0}, {0}, {0}};       // SIGTERM, SIGINT, SIGUSR1
+char g_followup_lines[2][kAckBytes] = {{0}, {0}};       // SIGTERM, SIGINT after a SIGUSR1 or a hang-up
+char g_done_ack_lines[3][kAckBytes] = {{0}, {0}, {0}};  // the first request's, after note_run_complete
 bool g_ack = false;
 // Whether stdout and stderr were terminals at installation: a line written into a live progress
 // line starts on its own; and after a hang-up (when a terminal answers no more) they go to /dev/null.
@@ -188,7 +199,7 @@ extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
   g_stop_sender = info != nullptr ? static_cast<int>(info->si_pid) : 0;
   g_term_or_int_seen = sig == SIGTERM || sig == SIGINT;
   g_stop_signal = sig;
-  if (g_ack && sig != SIGHUP) write_stderr(g_ack_lines[ack_slot(sig)]);
+  if (g_ack && sig != SIGHUP) write_stderr((g_run_complete ? g_done_ack_lines : g_ack_lines)[ack_slot(sig)]);
 }
 
 // Rank 0 by the launchers' variables (read before any communicator exists), or a lone process.
@@ -237,6 +248,22 @@ void note_stop_checkpoint_saved(int step, const std::string& folder) {
                 "whole: continue with --resume latest\n",
                 step, folder.c_str());
   g_saved_line.store(g_saved_line_text);
+}
+
+void note_run_complete(const std::string& run_dir) {
+  if (g_run_complete.load()) return;
+  if (launched_as_rank_zero()) {
+    std::snprintf(g_run_complete_text, kInflightBytes,
+                  "zerotrain: note: the launcher stopped the job after the run had completed; its outputs are in %s\n",
+                  run_dir.c_str());
+  }
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) {
+    std::snprintf(g_done_ack_lines[ack_slot(sig)], kAckBytes,
+                  "%szerotrain: %s received after the run completed (its outputs are in %s): nothing to stop\n",
+                  g_stderr_tty ? "\n" : "", signal_name(sig).c_str(), run_dir.c_str());
+  }
+  set_second_stop_line("zerotrain: a second stop signal: exiting now (the run had completed)\n");
+  g_run_complete.store(true);
 }
 
 void set_launcher_stop_hint(bool stops_with_checkpoint) {

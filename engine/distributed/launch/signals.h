@@ -35,6 +35,13 @@ void note_checkpoint_complete(const std::string& folder);
 // a wait site that reads as an interrupted save; it still exits 1, as the job's end is mpirun's.
 void note_stop_checkpoint_saved(int step, const std::string& folder);
 
+// Says the run has completed: its final weights (where it writes them), metrics and summary record are
+// on disk. From then on the launcher's SIGTERM (mpirun interrupted while the ranks finalise MPI)
+// ends the rank with 0 and, on rank 0, a line saying the run had completed, not a wait site and a
+// resume for a run with nothing left to train; and a stop request (SIGTERM, SIGINT, SIGUSR1) is
+// acknowledged as coming after the end, not as a stop at the end of the current step.
+void note_run_complete(const std::string& run_dir);
+
 // Makes SIGTERM print the recorded wait site and exit 1: what a rank shows when the launcher stops
 // it because another rank died. The MPI backend installs it.
 void install_launcher_termination_handler();

@@ -175,6 +175,26 @@ TEST(ResumeTrajectory, DeterministicBitsOnAnotherRankCountAreSaidWhereInt8Gather
   EXPECT_TRUE(deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json")).empty()) << "the same rank count";
 }
 
+// Each change says its own reason: the micro-batch's is the fold's, the mode's the reduction order
+// (one shared reason, "bits follow the micro-batch", was given for all of them).
+TEST(ResumeTrajectory, DeterministicBitChangesSayTheirOwnReasons) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"max_steps", 8}, {"deterministic", true}, {"micro_batch", 2}, {"global_batch_tokens", 128}};
+  const nlohmann::json saved = parse_run_config(doc, "t.json").to_json();
+  nlohmann::json smaller = doc;
+  smaller["train"]["micro_batch"] = 1;
+  const std::vector<std::string> micro = deterministic_bit_changes(saved, 1, parse_run_config(smaller, "t.json"));
+  ASSERT_EQ(micro.size(), 1u);
+  EXPECT_EQ(micro[0],
+            "train.micro_batch: 2 -> 1 (the fold adds each micro-batch's gradients: its bits follow the "
+            "micro-batch)");
+  nlohmann::json off = doc;
+  off["train"]["deterministic"] = false;
+  const std::vector<std::string> mode = deterministic_bit_changes(saved, 1, parse_run_config(off, "t.json"));
+  ASSERT_EQ(mode.size(), 1u);
+  EXPECT_EQ(mode[0], "train.deterministic: true -> false (the modes reduce the gradients in different orders)");
+}
+
 // Another multiple-choice file (or one added, or dropped) is an evaluation change: said, its
 // accuracies on either side not comparable; the same path, or a checkpoint from before the key was
 // recorded, says nothing.

@@ -390,6 +390,11 @@ std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, 
                                                    const RunConfig& now) {
   if (!now.train.deterministic && section_value(saved, "train", "deterministic") != nlohmann::json(true)) return {};
   std::vector<std::string> changes = changed_keys(saved, now.to_json(), kDeterministicBitKeys);
+  for (std::string& change : changes) {  // each with its own reason (one shared one misled)
+    change += change.starts_with("train.micro_batch")
+                  ? " (the fold adds each micro-batch's gradients: its bits follow the micro-batch)"
+                  : " (the modes reduce the gradients in different orders)";
+  }
   // The fold gives the same bits at any rank count, but int8 gathers' blocks and hybrid sharding's
   // two hops follow the shards: on another rank count (either side acting) not bit for bit.
   if (saved_world_size != now.world_size) {

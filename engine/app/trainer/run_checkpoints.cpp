@@ -98,10 +98,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   if (!choice_changed.empty()) s.progress.message(fmt::format("note: resume: {}", choice_changed));
   const std::vector<std::string> bits = deterministic_bit_changes(m.config, m.data_parallel_ranks(), c);
   if (!bits.empty()) {
-    s.progress.message(
-        fmt::format("note: resume: {}: the run continues the saved one's trajectory, but not bit "
-                    "for bit (deterministic mode's bits follow the micro-batch)",
-                    fmt::join(bits, "; ")));
+    s.progress.message(fmt::format(
+        "note: resume: {}: the run continues the saved one's trajectory, but not bit for bit", fmt::join(bits, "; ")));
   }
   // Each rank reads its own shards: one rank's damaged file (a NaN in its shard) ends every rank at
   // once with that rank's line, agreed before the publish (a collective), where the others waited

@@ -11,8 +11,12 @@ data.order draws them), end to end through the real binary:
   * a run without train.deterministic: within rounding of its record (its products split by the
     library, eval's in fixed blocks);
   * refused in one line: --val with --from (no run's data), for a run whose data is gone,
-    naming the data key, and from another directory than a run's relative data paths start in,
-    saying so.
+    naming the data key, from another directory than a run's relative data paths start in,
+    saying so, and where the validation file is no longer the one the run evaluated (a dataset
+    prepared again), from --run and --ckpt alike; --batch-tokens with --val alone;
+  * `--tokens` says how much of the file it scored, and in which activations where --val made
+    them the run's; `ckpt export`'s default fp32 of a bf16-parameter run, and `sample` of a
+    bf16-activation run in fp32, say they are not what the run computed with.
 
 usage: eval_val_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 """
@@ -93,6 +97,14 @@ def main():
         check(printed_loss(two) is not None and printed_loss(two) == printed_loss(one) and
               len(PRINTED.findall(two.stdout)) == 1,
               f"... and under mpirun -np 2 the same, printed once ({two.stdout.strip()}; {two.stderr.strip()[-200:]})")
+        # Its default export holds the fp32 masters, not the bf16 weights it computed with: said.
+        out32, out16 = os.path.join(work, "sharded_hf32"), os.path.join(work, "sharded_hf16")
+        e32 = run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", out32])
+        e16 = run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", out16, "--dtype", "bf16"])
+        check(e32.returncode == 0 and "--dtype bf16 exports the weights it computed with" in e32.stderr and
+              e16.returncode == 0 and "bf16 working weights" not in e16.stderr,
+              f"a bf16-parameter run's fp32 export says it holds the masters, its bf16 export does not "
+              f"({e32.stderr.strip()[-300:]}; {e16.stderr.strip()[-200:]})")
 
     # int8 gathers (zero.gather_dtype) act on several ranks, not on one rank's solo path: a 1-rank
     # stage-1 run's --val is its logged val_loss, without the note (which said it differed), and a
@@ -127,6 +139,12 @@ def main():
         f32 = run([binary, "eval", "--run", bf16, "--val", "--dtype", "f32"])
         check(f32.returncode == 0 and "its activations were bf16" in f32.stderr,
               f"... --dtype f32 scores in fp32 and says the run's were bf16 ({f32.stderr.strip()[-300:]})")
+        s32 = run([binary, "sample", "--run", bf16, "--tokens", "4"])
+        s16 = run([binary, "sample", "--run", bf16, "--tokens", "4", "--dtype", "bf16"])
+        check(s32.returncode == 0 and "--dtype bf16 samples as the run did" in s32.stderr and
+              s16.returncode == 0 and "bf16 activations" not in s16.stderr,
+              f"... sample in fp32 (its default) says the run's were bf16, with --dtype bf16 nothing "
+              f"({s32.stderr.strip()[-300:]}; {s16.stderr.strip()[-200:]})")
 
     # Without train.deterministic the run's products split as the library does, eval's in fixed
     # blocks: the same loss within rounding.
@@ -154,6 +172,23 @@ def main():
     p2 = run([binary, "train", "--config", CONFIG, "--run-dir", moved, "--set", f"data.dataset={prepared}", "--set",
               "model.vocab_size=65", *common])
     if check(p.returncode == 0 and p2.returncode == 0, f"a run on a prepared folder ({p2.stderr.strip()[-300:]})"):
+        val = os.path.join(prepared, "val.bin")
+        tokens = run([binary, "eval", "--run", moved, "--tokens", val, "--windows", "2"])
+        check(tokens.returncode == 0 and
+              re.search(r"over 2 windows of \d+ tokens: \d+ of its \d+ tokens scored \(\d+ windows fit", tokens.stdout),
+              f"--tokens says how much of the file it scored ({tokens.stdout.strip()}; {tokens.stderr.strip()[-200:]})")
+        both = run([binary, "eval", "--run", moved, "--val", "--batch-tokens", "64"])
+        check(both.returncode == 2 and "--batch-tokens is read only with --tokens or --choices" in both.stderr,
+              f"--batch-tokens with --val alone: refused, as its other --tokens flags are ({both.stderr.strip()})")
+        # Prepared again with another split: val.bin at the same path is other data, refused by
+        # --run (its final weights record the files) and --ckpt (its manifest does).
+        again = run([binary, "prepare", "--text", text, "--out", prepared, "--val-fraction", "0.3"])
+        for flag, where in (("--run", moved), ("--ckpt", os.path.join(moved, "checkpoints"))):
+            e = run([binary, "eval", flag, where, "--val"])
+            check(again.returncode == 0 and e.returncode == 2 and len(e.stderr.strip().splitlines()) == 1 and
+                  "the validation data are not the files the run evaluated: data file " + val in e.stderr,
+                  f"{flag} --val after the dataset was prepared again: refused in one line naming val.bin "
+                  f"({e.stdout.strip()}; {e.stderr.strip()})")
         shutil.rmtree(prepared)
         e = run([binary, "eval", "--run", moved, "--val"])
         check(e.returncode == 2 and len(e.stderr.strip().splitlines()) == 1 and "data.dataset" in e.stderr,

@@ -413,6 +413,11 @@ std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, co
   return file_changes(of_splits(saved, {kValSplit, kVocabSplit}), of_splits(now, {kValSplit, kVocabSplit}));
 }
 
+std::vector<std::string> validation_data_changes(const nlohmann::json& saved, const nlohmann::json& now) {
+  if (!records_splits(saved)) return {};
+  return file_changes(of_splits(saved, {kValSplit}), of_splits(now, {kValSplit}));
+}
+
 bool vocabulary_changed(const nlohmann::json& saved, const nlohmann::json& now) {
   return records_splits(saved) && !file_changes(of_splits(saved, {kVocabSplit}), of_splits(now, {kVocabSplit})).empty();
 }

@@ -75,6 +75,9 @@ std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohman
 // notes them (validation losses across it are not comparable). Empty for a checkpoint saved before
 // splits were recorded (data_changes compares its files).
 std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, const nlohmann::json& now);
+// Of those, the validation split's alone (what a validation loss reads; not the vocabulary's):
+// empty where `saved` records no splits.
+std::vector<std::string> validation_data_changes(const nlohmann::json& saved, const nlohmann::json& now);
 // Whether the vocabulary files (vocab.json, tokenizer.json, data.vocab_file / tokenizer_file) are
 // among those changes: the run directory's copy is then this run's, which `sample` and `ckpt
 // export` decode every checkpoint of the run with, the earlier ones too.

@@ -337,7 +337,10 @@ void Trainer::finish_run(int step, RunProgress& run) {
       host_release_cached();  // a step's cached blocks, beside the gathered unit
       s.set_comm_context(fmt::format("the gather of final.safetensors after step {}", step));
       write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.comm,
-                          {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+                          {{"run_config", c.to_json().dump()},
+                           {"steps", std::to_string(summary.steps_done)},
+                           // What `eval --run --val` checks the validation files it reads against.
+                           {"data_identity", s.data_files.dump()}});
       summary.final_weights_gathered = true;
     } else if (s.root) {
       // An earlier run's final.safetensors in this directory is not this run's weights: removed, so

@@ -310,6 +310,15 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
                human_bytes(static_cast<std::int64_t>(std::filesystem::file_size(out))), dtype == DType::kF32 ? 3 : 5,
                reader.manifest().position.step);
   }
+  // A bf16-parameter run computed (and evaluated) with its masters rounded to bf16: the fp32 export
+  // holds the masters, whose losses differ from the run's logged ones in the last digits
+  // (DeepSpeed's zero_to_fp32 exports masters too).
+  if (reader.manifest().param_dtype == "bf16" && dtype == DType::kF32) {
+    print_err(
+        "zerotrain ckpt: note: the run computed with bf16 working weights (precision.param_dtype); this export "
+        "holds its fp32 master weights, whose losses differ slightly from the run's logged ones: --dtype bf16 "
+        "exports the weights it computed with\n");
+  }
   return 0;
 }
 

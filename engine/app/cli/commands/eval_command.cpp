@@ -116,8 +116,9 @@ int eval_main(const std::vector<std::string>& args) {
       .bool_flag("val",
                  "--run or --ckpt: the run's validation loss, as its evaluations make it: train.eval_batches batches "
                  "of train.micro_batch windows of its validation data, drawn as its data.order draws them, in its "
-                 "activation dtype unless --dtype says (its logged val_loss at those weights: bit for bit where it "
-                 "trained with train.deterministic on this device)")
+                 "activation dtype unless --dtype says, as are the command's other scores then (its logged val_loss "
+                 "at those weights: bit for bit where it trained with train.deterministic on this device; refused "
+                 "where its validation files are no longer those it evaluated)")
       .value_flag(
           "seq-len", "T",
           "--tokens: tokens a window feeds the model (default: the run's train.seq_len with --run or --ckpt, the "
@@ -145,6 +146,11 @@ int eval_main(const std::vector<std::string>& args) {
     if (parser.has(flag) && !parser.has("tokens")) {
       throw_input_error("zerotrain eval: --{} is read only with --tokens", flag);
     }
+  }
+  if (parser.has("batch-tokens") && !parser.has("tokens") && !parser.has("choices")) {  // --val's are the run's
+    throw_input_error(
+        "zerotrain eval: --batch-tokens is read only with --tokens or --choices (--val forwards the run's "
+        "train.micro_batch windows)");
   }
   // The ranks' world (one rank without a launcher); each rank's model is whole, in a store of its own.
   MemoryTracker world_tracker;
@@ -200,6 +206,19 @@ int eval_main(const std::vector<std::string>& args) {
             "{} (--val reads the run's data paths as it gave them, relative to the directory it "
             "started in: run eval from there)",
             e.what());
+      }
+      // The validation files the run evaluated, where its weights record them: another file at
+      // the path (the dataset prepared again, a relative path read from another directory) would
+      // be scored as the run's validation data, which its logged val_loss is not of.
+      if (source.saved_data_identity.is_array()) {
+        const std::vector<std::string> changed =
+            validation_data_changes(source.saved_data_identity, data_identity(*run));
+        if (!changed.empty()) {
+          throw_input_error(
+              "zerotrain eval: --val on {}: the validation data are not the files the run evaluated: {} (its "
+              "logged val_loss is of those; --tokens FILE scores a file as it is)",
+              source.path, fmt::join(changed, "; "));
+        }
       }
       // Its evaluations' activations (a bf16 run's val_loss is not an fp32 forward's), unless
       // --dtype asks for others.
@@ -293,9 +312,19 @@ int eval_main(const std::vector<std::string>& args) {
                                      parser.get("tokens"), loss),
                          /*input_error=*/false);
     }
-    if (root)
-      print_out("{}: loss {:.6f} (perplexity {:.3f}) over {} window{} of {} tokens\n", parser.get("tokens"), loss,
-                std::exp(loss), windows, windows == 1 ? "" : "s", T);
+    if (root) {
+      // How much of the file that is (the default --windows reads its first 100), and the
+      // activations where --val made them the run's rather than the default f32.
+      const std::int64_t fitting = corpus->window_count(data::SampleOrder::kSequential, T);
+      print_out(
+          "{}: loss {:.6f} (perplexity {:.3f}) over {} window{} of {} token{}: {} of its {} tokens scored{}{}\n",
+          parser.get("tokens"), loss, std::exp(loss), windows, windows == 1 ? "" : "s", T, T == 1 ? "" : "s",
+          windows * T, corpus->token_count(),
+          windows < fitting ? fmt::format(" ({} windows fit: --windows {} scores them all)", fitting, fitting) : "",
+          run_data && !parser.has("dtype") && source.activations == DType::kBF16
+              ? "; bf16 activations, the run's, as --val takes them (--dtype f32 for fp32)"
+              : "");
+    }
   }
   if (run_data) {
     world->set_context("the run's validation loss (--val)");

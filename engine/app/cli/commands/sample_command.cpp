@@ -226,6 +226,17 @@ int sample_main(const std::vector<std::string>& args) {
   WeightSource source = resolve_weight_source(parser, "sample");
   const std::string threads_note = fit_threads_to_idle_cores(parser, source);
   for (const std::string& note : source.notes) print_err("{}\n", note);
+  // A bf16-activation run's samples (its logged ones) come from bf16 forwards; --dtype's default is
+  // f32, whose logits differ in the last bits, and so, at times, the tokens drawn.
+  const nlohmann::json precision = source.saved_config.is_object()
+                                       ? source.saved_config.value("precision", nlohmann::json::object())
+                                       : nlohmann::json::object();
+  if (!parser.has("dtype") && precision.is_object() && precision.contains("activations") &&
+      precision["activations"] == "bf16") {
+    print_err(
+        "zerotrain sample: note: the run computed with bf16 activations (precision.activations); this sample's "
+        "forwards are fp32 (--dtype bf16 samples as the run did)\n");
+  }
   // The text, the options and the prompt before the weights load, so a bad one fails at once.
   const data::TokenText text = token_text(parser, source.text_dir);
   // A zerotrain vocabulary holds no tokens past its model's (a run refuses one that would), so one

@@ -22,6 +22,7 @@
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/pretrained.h"
+#include "engine/app/io/safetensors.h"
 #include "engine/app/io/weights_location.h"
 #include "engine/app/trainer/checkpoint_vocabulary.h"
 #include "engine/base/core/check.h"
@@ -32,6 +33,23 @@
 namespace zt::cli {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The data identity write_final_weights records in the file's metadata (as JSON text); null where
+// it records none (written before it did) or the header cannot be read (the load says why).
+nlohmann::json final_weights_data_identity(const std::string& path) {
+  try {
+    const nlohmann::json meta = read_safetensors_header(path).json.value("__metadata__", nlohmann::json::object());
+    if (!meta.is_object() || !meta.contains("data_identity") || !meta["data_identity"].is_string()) return nullptr;
+    nlohmann::json identity = nlohmann::json::parse(meta["data_identity"].get<std::string>(), nullptr, false);
+    return identity.is_array() ? identity : nlohmann::json();
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
 
 void add_weight_flags(ArgParser& parser, const std::string& what) {
   parser.value_flag("run", "DIR", "run directory written by 'zerotrain train': its final weights")
@@ -171,6 +189,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     // The run's working parameters: its fp32 masters rounded where it held bf16 ones, as it did.
     s.param_dtype = reader.manifest().param_dtype == "bf16" ? DType::kBF16 : DType::kF32;
     s.saved_config = reader.manifest().config;
+    s.saved_data_identity = reader.manifest().extra.value("data_identity", nlohmann::json());
     // As for --run: the positions its run trained (train.seq_len), where its config records them.
     const nlohmann::json seq_len =
         reader.manifest().config.value("train", nlohmann::json::object()).value("seq_len", nlohmann::json());
@@ -274,6 +293,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   }
   const std::string config_path = (dir / "config.json").string();
   s.saved_config = read_json_file(config_path);
+  s.saved_data_identity = final_weights_data_identity((dir / "final.safetensors").string());
   const RunConfig cfg = saved_run_config(s.saved_config, config_path);
   s.spec = cfg.model_spec();
   s.spec.layout = {};  // the weights file holds whole tensors, so any unit layout reads it: the default one

@@ -57,6 +57,10 @@ struct WeightSource {
   std::vector<std::int32_t> end_of_text_ids;
   // The run's config as it saved it (its config.json, a checkpoint's manifest); null for --from.
   nlohmann::json saved_config;
+  // The data files as the weights' run read them (run_identity.h's data_identity: a checkpoint's
+  // manifest records it, and a run's final.safetensors); null where nothing records it (--from,
+  // files written before it was recorded).
+  nlohmann::json saved_data_identity;
 };
 
 // A run's saved config as one process reads its model, data and batch: the keys that could refuse

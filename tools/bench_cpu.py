@@ -17,6 +17,11 @@ PyTorch runs twice (--torch-blas): "PyTorch" with Debian's libblas.so.3 (the pth
 default: the targets' baseline), and "PyTorch/zt" with LD_LIBRARY_PATH pointing at the directory of
 the OpenBLAS zerotrain loads (the OpenMP build), so its BLAS shares torch's OpenMP thread pool
 instead of spinning a second pool on the same cores. The speedup is reported against both.
+Both PyTorch sides run with OMP_WAIT_POLICY=passive (--torch-wait-policy): torch's OpenMP threads
+otherwise spin between its ops on the cores its pthread OpenBLAS computes on, which made the
+system-BLAS side several times slower (a trial: 2746-4019 against 462-586 ms a step at the default
+config, docs/performance.md); a user tunes that away, so the baseline is the tuned one. Each side's
+JSON records the OMP_WAIT_POLICY it ran with (zerotrain's: the environment's, "" where unset).
 The sides run in --rounds interleaved rounds (default 3), each round starting with the next side (a
 rotation): a side's figure is the median of its rounds' medians, a speedup the median of each
 round's own ratio, not the ratio of the medians (the JSON keeps every round's, and the table their
@@ -77,6 +82,8 @@ def parse_args(argv):
     p.add_argument("--torch-blas", choices=("both", "system", "zerotrain"), default="both",
                    help="PyTorch with the system libblas.so.3, with zerotrain's OpenBLAS build, or both "
                         "(default: %(default)s)")
+    p.add_argument("--torch-wait-policy", choices=("passive", "active", "inherit"), default="passive",
+                   help="OMP_WAIT_POLICY for the PyTorch sides (inherit: the environment's) (default: %(default)s)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override the benchmark config (both sides), e.g. --set model.n_layer=2")
     args = p.parse_args(argv)
@@ -214,18 +221,22 @@ def run_zerotrain(zerotrain, config, threads):
             "final_loss": train[-1].get("loss")}
 
 
-def run_torch(config, steps, threads, core, library_dir=None):
-    """bench_cpu_torch.py's result; library_dir first on LD_LIBRARY_PATH picks its libblas.so.3."""
+def run_torch(config, steps, threads, core, library_dir=None, wait_policy="passive"):
+    """bench_cpu_torch.py's result; library_dir first on LD_LIBRARY_PATH picks its libblas.so.3;
+    wait_policy its OMP_WAIT_POLICY ("inherit": the environment's)."""
     spec = {k: config[k] for k in ("model", "train", "optim")}
     spec.update(steps=steps, threads=threads, foreach=None)  # None: torch's default AdamW loop
     cmd = [sys.executable, str(Path(__file__).with_name("bench_cpu_torch.py")), "--spec", json.dumps(spec)]
     env = thread_env(threads, core)
+    if wait_policy != "inherit":
+        env["OMP_WAIT_POLICY"] = wait_policy
     if library_dir:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [library_dir, env.get("LD_LIBRARY_PATH")]))
     out = run_checked(cmd, env, "PyTorch benchmark" + (f" (LD_LIBRARY_PATH={library_dir})" if library_dir else ""))
     result = json.loads(out.strip().splitlines()[-1])
     result["env"] = {k: env[k] for k in ("OPENBLAS_CORETYPE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                          "LD_LIBRARY_PATH") if k in env and (k != "LD_LIBRARY_PATH" or library_dir)}
+    result["env"]["OMP_WAIT_POLICY"] = result.pop("omp_wait_policy")  # as the PyTorch process read it
     return result
 
 
@@ -287,13 +298,15 @@ def main(argv=None):
             for key in order:
                 print(f"bench_cpu: round {r + 1} of {args.rounds}: {args.steps} steps in "
                       f"{'zerotrain' if key == 'zerotrain' else TORCH_SIDES[key]}"
-                      + ("" if key == "zerotrain" else f" (OPENBLAS_CORETYPE={core}"
+                      + ("" if key == "zerotrain" else f" (OPENBLAS_CORETYPE={core}, "
+                         f"OMP_WAIT_POLICY={args.torch_wait_policy}"
                          + (f", LD_LIBRARY_PATH={torch_sides[key]})" if torch_sides[key] else ")")), flush=True)
                 try:
                     if key == "zerotrain":
                         runs[key].append(run_zerotrain(args.zerotrain, config, args.threads))
                     else:
-                        runs[key].append(run_torch(config, args.steps, args.threads, core, torch_sides[key]))
+                        runs[key].append(run_torch(config, args.steps, args.threads, core, torch_sides[key],
+                                                   args.torch_wait_policy))
                         check_same_model(config["model"], n_params, padded_vocab, runs[key][-1])
                 except BenchError as e:
                     raise BenchError(f"round {r + 1} of {args.rounds}: {e}") from None
@@ -327,6 +340,7 @@ def main(argv=None):
         "sgemm": sgemm,
         "zerotrain": {**side(zt_runs), "blas_core": core, "blas_core_source": zt_blas["core_source"],
                       "blas_library": zt_blas["library"], "version": zt_blas["version"],
+                      "env": {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "")},
                       "final_loss": zt_runs[-1]["final_loss"]},
     }
     for key, rounds in torch_runs.items():

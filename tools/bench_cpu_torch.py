@@ -12,6 +12,7 @@ import argparse
 import ctypes
 import json
 import math
+import os
 import sys
 import time
 
@@ -144,7 +145,9 @@ def run(spec):
         losses.append(loss.item() * tokens.shape[0])
     return {"step_ms": step_ms, "losses": losses, "torch_version": torch.__version__,
             "threads": torch.get_num_threads(), "n_params": sum(p.numel() for p in params),
-            "foreach": "torch default" if spec["foreach"] is None else spec["foreach"], "blas": blas_in_use()}
+            "foreach": "torch default" if spec["foreach"] is None else spec["foreach"], "blas": blas_in_use(),
+            # As this process saw it (libgomp reads it at start): whether torch's threads spun.
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
 
 
 def main():

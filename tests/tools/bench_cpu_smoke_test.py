@@ -121,6 +121,10 @@ def test_arithmetic_with_fakes(tmp):
     check(all(math.isclose(a, b) for a, b in zip(r["speedup_by_round"]["pytorch"], by_round))
           and math.isclose(r["speedup"]["pytorch"], statistics.median(by_round)), f"speedup {r['speedup_by_round']}")
     check(pt["blas"]["core"] in ("Haswell", "unknown"), f"PyTorch ran with core {pt['blas']['core']}, not Haswell")
+    # torch's OpenMP threads told not to spin (they slowed its pthread BLAS several-fold), as the
+    # PyTorch process read it; zerotrain's side records the environment's.
+    check(pt["env"].get("OMP_WAIT_POLICY") == "passive" and zt_side["env"] == {
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "")}, f"wait policies: {pt['env']}, {zt_side.get('env')}")
     check(math.isfinite(pt["final_loss"]), "PyTorch loss not finite")
     check(r["targets"]["speedup_pass"]["pytorch"] == (r["speedup"]["pytorch"] >= 2.0), "speedup verdict")
     for key in ("checkout_commit", "checkout_dirty", "date", "machine", "config", "sgemm"):
@@ -214,7 +218,8 @@ def test_failures(tmp):
 def test_help(tmp):
     proc = subprocess.run([sys.executable, str(BENCH), "--help"], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, COLUMNS="100"))
-    flags = ("--steps", "--warmup", "--threads", "--rounds", "--zerotrain", "--sgemm", "--out", "--torch-blas")
+    flags = ("--steps", "--warmup", "--threads", "--rounds", "--zerotrain", "--sgemm", "--out", "--torch-blas",
+             "--torch-wait-policy")
     helps = {flag: flag_help(proc.stdout, flag) for flag in flags}
     check(proc.returncode == 0 and all(len(h.split()) > 3 and "default" in h for h in helps.values())
           and "(default: both)" in helps["--torch-blas"] and "build/zerotrain)" in helps["--zerotrain"]

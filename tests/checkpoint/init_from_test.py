@@ -464,12 +464,17 @@ def main():
             ref = reference_loss(reference, tokens, B * ranks)
             checks.check(abs(loss - ref) < 1e-6, f"{label}: stage {stage}, {ranks} rank(s): step-1 loss {loss:.7f} "
                                                  f"= transformers' {ref:.7f} ({abs(loss - ref):.1e})")
-            if stage == 3 and ranks == 3:
+            if stage == 3:
+                # A rank reads its shard, within 10% (rank 0's shard of the model holds more of the
+                # file's rows where the vocabulary's padding, never read, falls in another rank's): an
+                # llm.c matrix cut by a shard boundary (stored transposed) read whole gave a rank of 2
+                # 63% of the file.
                 read = [r["bytes_read"] for r in recs if r["type"] == "init_from"]
                 size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)
                            if f.endswith(".safetensors")) if os.path.isdir(path) else os.path.getsize(path)
-                checks.check(read and read[0] < 0.6 * size,
-                             f"{label}: a stage-3 rank of 3 reads {read[0] if read else '?'} of the file's {size} bytes")
+                checks.check(read and read[0] < 1.1 * size / ranks,
+                             f"{label}: a stage-3 rank of {ranks} reads {read[0] if read else '?'} of the file's "
+                             f"{size} bytes, its share")
 
     # The vocabulary in chunks (train.head_chunks): every chunk of the token table and the head
     # comes from the file (all but the first once started as zeros), the step-1 loss transformers'.

@@ -438,6 +438,10 @@ def main():
     lines = errors(p.stderr)
     check(p.returncode == 2 and len(lines) == 1 and "train.bin" in lines[0] and "--allow-config-change" in lines[0],
           f"a resume on other data is refused naming the file ({lines})")
+    # ... from the manifest, before the model's state is allocated (the header's model line follows
+    # the allocation): a 1B model's refusal took 11 s and 6 GB first.
+    check("\nmodel: " not in p.stdout and "resuming from" in p.stdout,
+          f"... before the model's state is allocated ({p.stdout.strip()[-300:]})")
     p = subprocess.run(resume + ["--allow-config-change"], capture_output=True, text=True, timeout=120)
     changes = [r for r in train_records(run_dir) if r["type"] == "config_change"]
     check(p.returncode == 0 and changes and any("train.bin" in c for c in changes[-1]["changes"]),

@@ -23,6 +23,30 @@
 
 namespace zt {
 
+ResumeJudgement judge_resume(const std::string& checkpoint, const ckpt::Manifest& m, const RunConfig& c,
+                             const nlohmann::json& data_files, bool allow_config_change) {
+  if (m.position.step > c.train.max_steps) {
+    throw_input_error(
+        "--resume {}: the checkpoint is at step {}, past train.max_steps = {}: there is nothing to train (raise "
+        "train.max_steps to continue it)",
+        checkpoint, m.position.step, c.train.max_steps);
+  }
+  ResumeJudgement j;
+  // Checkpoints from before data identities were recorded have none to compare.
+  if (m.extra.contains("data_identity")) {
+    j.data_changed = data_changes(m.extra["data_identity"], data_files);
+    j.evaluation_changed = evaluation_data_changes(m.extra["data_identity"], data_files);
+    j.vocabulary_changed = vocabulary_changed(m.extra["data_identity"], data_files);
+  }
+  j.changes = check_resume_fits(checkpoint, m.model, m.config, m.data_parallel_ranks(), m.position.step, c,
+                                allow_config_change, j.data_changed);
+  if (const std::string windows = evaluation_window_change(m.config, c); !windows.empty()) {
+    j.evaluation_changed.push_back(windows);
+  }
+  j.choice_changed = choice_file_change(m.config, c);
+  return j;
+}
+
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change,
                       const std::vector<std::string>& unusable) {
   const RunConfig& c = s.config;
@@ -45,31 +69,12 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   // Every rank reads the same manifest and judges it alike: a refusal is the job's, printed once.
   std::optional<ckpt::CheckpointReader> opened;
-  std::vector<std::string> changes, evaluation_changed, data_changed;
-  std::string choice_changed;
-  bool vocabulary = false;
+  ResumeJudgement judged;
   on_every_rank(s.comm, [&] {
-    const ckpt::Manifest& m = opened.emplace(resume_checkpoint).manifest();
-    if (m.position.step > c.train.max_steps) {
-      throw_input_error(
-          "--resume {}: the checkpoint is at step {}, past train.max_steps = {}: there is nothing to train (raise "
-          "train.max_steps to continue it)",
-          resume_checkpoint, m.position.step, c.train.max_steps);
-    }
-    // Checkpoints from before data identities were recorded have none to compare.
-    data_changed = m.extra.contains("data_identity") ? data_changes(m.extra["data_identity"], s.data_files)
-                                                     : std::vector<std::string>{};
-    if (m.extra.contains("data_identity")) {
-      evaluation_changed = evaluation_data_changes(m.extra["data_identity"], s.data_files);
-      vocabulary = vocabulary_changed(m.extra["data_identity"], s.data_files);
-    }
-    changes = check_resume_fits(resume_checkpoint, m.model, m.config, m.data_parallel_ranks(), m.position.step, c,
-                                allow_config_change, data_changed);
-    if (const std::string windows = evaluation_window_change(m.config, c); !windows.empty()) {
-      evaluation_changed.push_back(windows);
-    }
-    choice_changed = choice_file_change(m.config, c);
+    judged = judge_resume(resume_checkpoint, opened.emplace(resume_checkpoint).manifest(), c, s.data_files,
+                          allow_config_change);
   });
+  auto& [changes, data_changed, evaluation_changed, vocabulary, choice_changed] = judged;
   const ckpt::CheckpointReader& reader = *opened;
   const ckpt::Manifest& m = reader.manifest();
   if (!changes.empty()) {

@@ -3,11 +3,29 @@
 // stop request answered with a save (engine/distributed/launch/signals.h).
 #pragma once
 
-#include <string>
+#include <nlohmann/json.hpp>
 
+#include <string>
+#include <vector>
+
+#include "engine/app/checkpoint/checkpoint_manifest.h"
 #include "engine/app/trainer/trainer_state.h"
 
 namespace zt {
+
+// What a resume from `checkpoint` (its manifest `m`) changes under `c`, which reads `data_files`
+// (run_identity.h's data_identity): InputError where the checkpoint is past train.max_steps or
+// check_resume_fits refuses it. Reads the manifest alone, so train judges a resume before it
+// allocates the model's state (seconds and gigabytes for a large model), and start_run again.
+struct ResumeJudgement {
+  std::vector<std::string> changes;             // the trajectory's, allowed by --allow-config-change
+  std::vector<std::string> data_changed;        // the training files'
+  std::vector<std::string> evaluation_changed;  // the validation files' and windows'
+  bool vocabulary_changed = false;
+  std::string choice_changed;  // data.choice_file's, "" for none
+};
+ResumeJudgement judge_resume(const std::string& checkpoint, const ckpt::Manifest& m, const RunConfig& c,
+                             const nlohmann::json& data_files, bool allow_config_change);
 
 // Without `resume_checkpoint`: every rank initialises its parameters from the seed, at step 0.
 // With one: checks it fits this config (check_resume_fits; `allow_config_change` lets the

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
@@ -19,6 +20,7 @@
 #include "engine/app/io/made_folders.h"
 #include "engine/app/trainer/memory_report.h"
 #include "engine/app/trainer/resume.h"
+#include "engine/app/trainer/run_checkpoints.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/app/trainer/store_comm.h"
 #include "engine/app/trainer/trainer.h"
@@ -203,6 +205,11 @@ int train_main(const std::vector<std::string>& args) {
   if (parser.has("resume")) {
     resume = resolve_resume_checkpoint(*comm, parser.get("resume"), cfg.checkpoint.folder_for(cfg.log.run_dir));
     if (root) print_out("resuming from {}\n", resume.path);
+    // A refusal before the model's state is allocated (the trainer judges it again as it starts).
+    on_every_rank(*comm, [&] {
+      (void)judge_resume(resume.path, ckpt::CheckpointReader(resume.path).manifest(), cfg, data_files,
+                         parser.has("allow-config-change"));
+    });
   }
   const std::string resume_checkpoint = resume.path;
   const MadeRunFolders made_folders(cfg, root);

@@ -14,6 +14,7 @@ data.order draws them), end to end through the real binary:
     naming the data key, from another directory than a run's relative data paths start in,
     saying so, and where the validation file is no longer the one the run evaluated (a dataset
     prepared again), from --run and --ckpt alike; --batch-tokens with --val alone;
+  * --val reads the validation split alone: the training file gone, the same loss;
   * `--tokens` says how much of the file it scored, and in which activations where --val made
     them the run's; `ckpt export`'s default fp32 of a bf16-parameter run, and `sample` of a
     bf16-activation run in fp32, say they are not what the run computed with.
@@ -180,6 +181,14 @@ def main():
         both = run([binary, "eval", "--run", moved, "--val", "--batch-tokens", "64"])
         check(both.returncode == 2 and "--batch-tokens is read only with --tokens or --choices" in both.stderr,
               f"--batch-tokens with --val alone: refused, as its other --tokens flags are ({both.stderr.strip()})")
+        # Only the validation split is read: with train.bin gone (evaluated on another machine) the
+        # same loss.
+        whole = run([binary, "eval", "--run", moved, "--val"])
+        os.remove(os.path.join(prepared, "train.bin"))
+        alone = run([binary, "eval", "--run", moved, "--val"])
+        check(printed_loss(whole) is not None and printed_loss(alone) == printed_loss(whole),
+              f"--val without the training file: the same val_loss ({whole.stdout.strip()}; {alone.stdout.strip()}; "
+              f"{alone.stderr.strip()[-300:]})")
         # Prepared again with another split: val.bin at the same path is other data, refused by
         # --run (its final weights record the files) and --ckpt (its manifest does).
         again = run([binary, "prepare", "--text", text, "--out", prepared, "--val-fraction", "0.3"])

@@ -59,7 +59,7 @@ void DataSource::check_shards_share_vocabulary(const RunConfig& c, bool with_voc
   };
   std::optional<Vocabulary> first;
   std::vector<fs::path> seen;
-  for (const data::TokenCorpus* split : {&*train_, &*val_}) {
+  for (const auto& [name, split] : opened_splits()) {
     for (int i = 0; i < split->shard_count(); ++i) {
       const fs::path folder = fs::path(split->shard_name(i)).parent_path();
       if (std::find(seen.begin(), seen.end(), folder) != seen.end()) continue;
@@ -89,7 +89,19 @@ void DataSource::check_shards_share_vocabulary(const RunConfig& c, bool with_voc
   }
 }
 
-DataSource::DataSource(const RunConfig& config) { open(config); }
+DataSource::DataSource(const RunConfig& config, Splits splits) : splits_(splits) { open(config); }
+
+const data::TokenCorpus& DataSource::train() const {
+  ZT_CHECK(train_.has_value(), "the training split was not opened (DataSource::Splits::kValidationOnly)");
+  return *train_;
+}
+
+std::vector<std::pair<const char*, const data::TokenCorpus*>> DataSource::opened_splits() const {
+  std::vector<std::pair<const char*, const data::TokenCorpus*>> splits;
+  if (train_) splits.emplace_back("training", &*train_);
+  splits.emplace_back("validation", &*val_);
+  return splits;
+}
 
 DataSource::DataSource(const RunConfig& config, Communicator& world) {
   on_every_rank(world, [&] { open(config); });
@@ -113,9 +125,11 @@ void DataSource::open(const RunConfig& c) {
     vocab_ = read_naming_key(c, "data.vocab_file", [&] { return data::Vocab::load(d.vocab_file); });
   if (!d.train_files.empty()) {
     const data::TokenFileFormat format = token_file_format(d);
-    train_.emplace(read_naming_key(c, "data.train_files", [&] {
-      return data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files");
-    }));
+    if (splits_ == Splits::kBoth) {
+      train_.emplace(read_naming_key(c, "data.train_files", [&] {
+        return data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files");
+      }));
+    }
     val_.emplace(read_naming_key(c, "data.val_files", [&] {
       return data::TokenCorpus::open_shards(d.val_files, format, c.model.vocab_size, "data.val_files");
     }));
@@ -128,7 +142,7 @@ void DataSource::open(const RunConfig& c) {
       });
     };
     for (int v = 0; v < val_->shard_count(); ++v) {
-      for (int t = 0; t < train_->shard_count(); ++t) {
+      for (int t = 0; train_ && t < train_->shard_count(); ++t) {
         std::error_code ec;
         const std::string& shard = val_->shard_name(v);
         if (!fs::equivalent(shard, train_->shard_name(t), ec)) continue;
@@ -147,7 +161,7 @@ void DataSource::open(const RunConfig& c) {
     }
     description_ = "token shards";
   } else if (!d.train_file.empty()) {
-    open_files(c, d.train_file, d.val_file, "data.train_file", "data.val_file");
+    open_files(c, splits_ == Splits::kBoth ? d.train_file : "", d.val_file, "data.train_file", "data.val_file");
     description_ = fmt::format("token files {} / {}", d.train_file, d.val_file);
   } else if (d.dataset == "embedded") {
     const std::string text = data::generate_embedded_text(c.train.seed, d.embedded_chars);
@@ -211,13 +225,15 @@ void DataSource::open(const RunConfig& c) {
       if (!vocab_) vocab_ = std::move(own);
     }
     check_vocab_fits();  // before the token files, whose first id past the model's would be named instead
-    open_files(c, (dir / "train.bin").string(), (dir / "val.bin").string(), "data.dataset", "data.dataset");
+    open_files(c, splits_ == Splits::kBoth ? (dir / "train.bin").string() : "", (dir / "val.bin").string(),
+               "data.dataset", "data.dataset");
     description_ = fmt::format("prepared dataset {}", d.dataset);
   }
   // The tokenizer: named, the dataset folder's, or the one beside the first training shard.
   tokenizer_path_ = d.tokenizer_file;
   if (tokenizer_path_.empty()) {
-    const fs::path beside = !d.train_files.empty() ? fs::path(train_->shard_name(0)).parent_path() / "tokenizer.json"
+    const fs::path beside = !d.train_files.empty()
+                                ? fs::path((train_ ? *train_ : *val_).shard_name(0)).parent_path() / "tokenizer.json"
                             : d.dataset != "embedded" && d.train_file.empty() ? fs::path(d.dataset) / "tokenizer.json"
                                                                               : fs::path();
     if (!beside.empty() && fs::exists(beside)) tokenizer_path_ = beside.string();
@@ -242,16 +258,18 @@ void DataSource::open(const RunConfig& c) {
   // ZT_TEST_ENTROPY_SAMPLE_TOKENS (docs/config.md, "Testing hooks"): a small corpus sampled as a
   // large one is, so a test's bad token lies outside the sample and is met by a step.
   const char* sample_hook = std::getenv("ZT_TEST_ENTROPY_SAMPLE_TOKENS");
-  train_counts_ = train_->token_counts(c.model.vocab_size, sample_hook != nullptr && std::atoll(sample_hook) > 0
-                                                               ? std::atoll(sample_hook)
-                                                               : data::kEntropySampleTokens);
+  if (train_) {
+    train_counts_ = train_->token_counts(c.model.vocab_size, sample_hook != nullptr && std::atoll(sample_hook) > 0
+                                                                 ? std::atoll(sample_hook)
+                                                                 : data::kEntropySampleTokens);
+  }
   // The vocabulary samples decode through (a tokenizer, data.vocab_file, a prepared dataset's
   // vocab.json) must hold the data's ids where it is smaller than the model's, or samples decode
   // the others as another text's tokens or as nothing: plain token files carry no vocabulary, a
   // tokenizer may be named beside any data, and a dataset folder's vocab.json may not be the one
   // its tokens were made with. Checked on the sample of the training split the unigram entropy
   // reads.
-  if (text_.has() && text_.size() < c.model.vocab_size) {
+  if (train_ && text_.has() && text_.size() < c.model.vocab_size) {
     const std::string decoder = !tokenizer_path_.empty()  ? tokenizer_path_
                                 : !d.vocab_file.empty()   ? d.vocab_file
                                 : d.dataset != "embedded" ? (fs::path(d.dataset) / "vocab.json").string()
@@ -266,7 +284,7 @@ void DataSource::open(const RunConfig& c) {
           id, text_.size(), decoder);
     }
   }
-  for (const auto& [name, split] : {std::pair{"training", &*train_}, std::pair{"validation", &*val_}}) {
+  for (const auto& [name, split] : opened_splits()) {
     // A window is seq_len inputs and the token after the last: seq_len + 1 tokens make one, inside
     // one shard.
     if (split->window_count(order_, c.train.seq_len) == 0) {
@@ -276,7 +294,8 @@ void DataSource::open(const RunConfig& c) {
                         c.train.seq_len + 1);
     }
   }
-  description_ += fmt::format("; train: {}; val: {}; {} windows", train_->describe(), val_->describe(), d.order);
+  description_ += fmt::format("; train: {}; val: {}; {} windows", train_ ? train_->describe() : "not opened",
+                              val_->describe(), d.order);
   // Every evaluation reads the same windows, the validation stream's first eval_batches x
   // micro_batch, read here once: their targets counted (what a model ignoring context is scored
   // on), and, where the split's tokens are checked as they are read, a token there outside the
@@ -295,7 +314,8 @@ void DataSource::open(const RunConfig& c) {
     const std::int64_t evaluated = std::int64_t{c.train.eval_batches} * c.train.micro_batch;
     const std::int64_t stepped = std::int64_t{c.train.micro_batch} * c.train.grad_accum * c.world_size;
     for (const auto& [what, split, asked] :
-         {std::tuple{"an evaluation", &*val_, evaluated}, std::tuple{"a step", &*train_, stepped}}) {
+         {std::tuple{"an evaluation", &*val_, evaluated}, std::tuple{"a step", train_ ? &*train_ : nullptr, stepped}}) {
+      if (split == nullptr) continue;
       const std::int64_t held = split->window_count(order_, c.train.seq_len);
       if (asked > held) {
         description_ +=
@@ -305,7 +325,7 @@ void DataSource::open(const RunConfig& c) {
     }
   }
   // Shards too short for one window hold tokens no step or evaluation reads.
-  for (const auto& [name, split] : {std::pair{"training", &*train_}, std::pair{"validation", &*val_}}) {
+  for (const auto& [name, split] : opened_splits()) {
     std::vector<std::string> unread;
     for (int i = 0; i < split->shard_count(); ++i) {
       if (split->shard_tokens(i).size() <= c.train.seq_len) unread.push_back(split->shard_name(i));
@@ -336,12 +356,15 @@ void DataSource::open(const RunConfig& c) {
 void DataSource::open_files(const RunConfig& c, const std::string& train_path, const std::string& val_path,
                             const std::string& train_key, const std::string& val_key) {
   const data::TokenFileFormat format = token_file_format(c.data);
-  // Opening validates every token against the model's vocabulary.
-  train_file_.emplace(
-      read_naming_key(c, train_key, [&] { return data::TokenFile::open(train_path, format, c.model.vocab_size); }));
+  // Opening validates every token against the model's vocabulary. No training path: the
+  // validation split alone (Splits::kValidationOnly).
+  if (!train_path.empty()) {
+    train_file_.emplace(
+        read_naming_key(c, train_key, [&] { return data::TokenFile::open(train_path, format, c.model.vocab_size); }));
+    train_.emplace(train_file_->tokens());
+  }
   val_file_.emplace(
       read_naming_key(c, val_key, [&] { return data::TokenFile::open(val_path, format, c.model.vocab_size); }));
-  train_.emplace(train_file_->tokens());
   val_.emplace(val_file_->tokens());
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/app/config/run_config.h"
@@ -24,12 +25,16 @@ class Communicator;
 
 class DataSource {
  public:
-  explicit DataSource(const RunConfig& config);
+  // The splits opened: both for a run; the validation split alone for `eval --val`, which scores
+  // the run's validation data where its training files are not (another machine). Without the
+  // training split there is no train() and no training entropy; the rest is as for a run.
+  enum class Splits { kBoth, kValidationOnly };
+  explicit DataSource(const RunConfig& config, Splits splits = Splits::kBoth);
   // The same on every rank of `world` (collective): an error in the data, the same on each, is
   // the job's, printed once (on_every_rank).
   DataSource(const RunConfig& config, Communicator& world);
 
-  const data::TokenCorpus& train() const { return *train_; }
+  const data::TokenCorpus& train() const;
   const data::TokenCorpus& val() const { return *val_; }
   // How the run's windows are read (data.order), for the training and the validation stream.
   data::SampleStream train_stream() const { return {order_, seed_, data::kTrainStream}; }
@@ -58,6 +63,8 @@ class DataSource {
 
  private:
   void open(const RunConfig& config);
+  // The splits opened, each with its name ("training" where opened, then "validation").
+  std::vector<std::pair<const char*, const data::TokenCorpus*>> opened_splits() const;
   void open_files(const RunConfig& config, const std::string& train_path, const std::string& val_path,
                   const std::string& train_key, const std::string& val_key);
   // Where data.tokenizer_file names no tokenizer: every shard folder that has one (its
@@ -74,6 +81,7 @@ class DataSource {
   std::optional<data::TokenFile> train_file_, val_file_;
   std::optional<data::TokenCorpus> train_, val_;
   std::optional<data::ChoiceFile> choices_;
+  Splits splits_ = Splits::kBoth;
   data::SampleOrder order_ = data::SampleOrder::kRandom;
   std::uint64_t seed_ = 0;
   std::string description_;

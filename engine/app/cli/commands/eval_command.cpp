@@ -191,7 +191,7 @@ int eval_main(const std::vector<std::string>& args) {
       // Its data keys as it read them: paths relative to where it started, which a refusal from
       // elsewhere says (its config.json keeps them as given).
       try {
-        run_data.emplace(*run);
+        run_data.emplace(*run, DataSource::Splits::kValidationOnly);  // its training files need not be here
       } catch (const InputError& e) {
         const DataConfig& d = run->data;
         std::vector<std::string> paths = {d.train_file, d.val_file, d.vocab_file, d.tokenizer_file, d.choice_file};

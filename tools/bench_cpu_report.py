@@ -60,6 +60,13 @@ def warnings(r):
     return found
 
 
+def wait_policy(env):
+    """A side's OMP_WAIT_POLICY as its JSON records it: results from before it was recorded say so."""
+    if "OMP_WAIT_POLICY" not in env:
+        return "not recorded"
+    return env["OMP_WAIT_POLICY"] or "unset (torch spins between ops)"
+
+
 def print_table(r):
     m, t, fl = r["config"]["model"], r["config"]["train"], r["flops"]
     family = (f"Llama {m['n_layer']}L/{m['n_head']}H ({m['n_kv_head']} kv)/{m['n_embd']}C/"
@@ -74,8 +81,7 @@ def print_table(r):
     for key, label in TORCH_SIDES.items():
         if key in r:
             print(f"{label}: torch {r[key]['torch_version']}, BLAS {r[key]['blas'].get('library', 'no OpenBLAS found')} "
-                  f"core {r[key]['blas']['core']}, OMP_WAIT_POLICY "
-                  f"{r[key]['env'].get('OMP_WAIT_POLICY') or 'unset (torch spins between ops)'}")
+                  f"core {r[key]['blas']['core']}, OMP_WAIT_POLICY {wait_policy(r[key]['env'])}")
     print(f"sgemm peak ({r['sgemm']['size']}^3, {r['sgemm']['threads']} threads, core {r['sgemm']['core']}): "
           f"{r['sgemm']['gflops']:.1f} GFLOP/s")
     print(f"flops/token = 6*N + 6*L*C*T = {fl['per_token'] / 1e6:.2f} MFLOP "

@@ -350,6 +350,17 @@ TEST(LauncherTerminationDeathTest, AfterTheRunCompletedItSaysSoAndExitsZero) {
       testing::ExitedWithCode(0),
       "^zerotrain: SIGUSR1 received after the run completed \\(its outputs are in run\\): "
       "nothing to stop\n$");
+  // A request pending from the last step (Slurm's early SIGUSR1), then the scheduler's SIGTERM
+  // after the end: nothing to wait for, so the process ends at once, with 0.
+  EXPECT_EXIT(
+      {
+        install_stop_request_handlers("zerotrain", "a test's stop");
+        std::raise(SIGUSR1);
+        note_run_complete("run");
+        std::raise(SIGTERM);
+        std::exit(3);
+      },
+      testing::ExitedWithCode(0), "a second stop signal: exiting now \\(the run had completed\\)");
 }
 
 }  // namespace

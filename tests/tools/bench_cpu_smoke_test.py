@@ -79,8 +79,8 @@ def write_script(path, text, **fmt):
     return str(path)
 
 
-def run_bench(*flags):
-    return subprocess.run([sys.executable, str(BENCH), *flags], capture_output=True, text=True, timeout=600)
+def run_bench(*flags, env=None):
+    return subprocess.run([sys.executable, str(BENCH), *flags], capture_output=True, text=True, timeout=600, env=env)
 
 
 def check(cond, what):
@@ -92,8 +92,10 @@ def test_arithmetic_with_fakes(tmp):
     zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail_from=-1)
     sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM, gflops=100.0)
     out = tmp / "result.json"
+    # The environment's spinning policy: the PyTorch sides run passive all the same, zerotrain's as given.
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "4", "--warmup", "1", "--threads", "1",
-                     "--rounds", "2", "--torch-blas", "system", "--out", str(out), *TINY)
+                     "--rounds", "2", "--torch-blas", "system", "--out", str(out), *TINY,
+                     env=dict(os.environ, OMP_WAIT_POLICY="active"))
     check(proc.returncode == 0, f"bench exited {proc.returncode}: {proc.stderr}")
     r = json.loads(out.read_text())
     zt_side, pt = r["zerotrain"], r["pytorch"]
@@ -123,8 +125,8 @@ def test_arithmetic_with_fakes(tmp):
     check(pt["blas"]["core"] in ("Haswell", "unknown"), f"PyTorch ran with core {pt['blas']['core']}, not Haswell")
     # torch's OpenMP threads told not to spin (they slowed its pthread BLAS several-fold), as the
     # PyTorch process read it; zerotrain's side records the environment's.
-    check(pt["env"].get("OMP_WAIT_POLICY") == "passive" and zt_side["env"] == {
-        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "")}, f"wait policies: {pt['env']}, {zt_side.get('env')}")
+    check(pt["env"].get("OMP_WAIT_POLICY") == "passive" and zt_side["env"] == {"OMP_WAIT_POLICY": "active"},
+          f"wait policies: {pt['env']}, {zt_side.get('env')}")
     check(math.isfinite(pt["final_loss"]), "PyTorch loss not finite")
     check(r["targets"]["speedup_pass"]["pytorch"] == (r["speedup"]["pytorch"] >= 2.0), "speedup verdict")
     for key in ("checkout_commit", "checkout_dirty", "date", "machine", "config", "sgemm"):

@@ -163,14 +163,26 @@ std::string describe_contents(const nlohmann::json& f) {
                      f["fingerprint"].get<std::uint32_t>(), sampled ? fmt::format(", sampled {:08x}", *sampled) : "");
 }
 
-nlohmann::json data_identity(const RunConfig& config) {
+namespace {
+
+// data_identity's entries, of the split `only` alone where given.
+nlohmann::json identity_of(const RunConfig& config, std::optional<std::string_view> only) {
   nlohmann::json files = nlohmann::json::array();
   for (const auto& [path, split] : data_paths(config.data)) {
+    if (only && *only != split) continue;
     nlohmann::json f = file_identity(path);
     f["split"] = split;
     files.push_back(std::move(f));
   }
   return files;
+}
+
+}  // namespace
+
+nlohmann::json data_identity(const RunConfig& config) { return identity_of(config, std::nullopt); }
+
+nlohmann::json data_identity_of_split(const RunConfig& config, std::string_view split) {
+  return identity_of(config, split);
 }
 
 void hold_prepared_dataset(const RunConfig& config, ckpt::FileHandle& holder) {

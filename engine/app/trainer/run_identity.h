@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,9 @@ inline constexpr const char* kVocabSplit = "vocab";
 // none (its text follows from data.embedded_chars and train.seed). A file that cannot be read is
 // listed with bytes -1: opening it reports the error.
 nlohmann::json data_identity(const RunConfig& config);
+// The entries of data_identity whose split is `split` (the validation files': what `eval --val`
+// compares), without reading the others.
+nlohmann::json data_identity_of_split(const RunConfig& config, std::string_view split);
 // A prepared dataset's folder (data.dataset, read where no token files are named) held shared in
 // `holder` for the run, so that a prepare into it (which holds it exclusively) is refused while the
 // run reads it; InputError naming the key where a prepare is writing it now (its files would change

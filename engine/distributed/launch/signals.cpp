@@ -57,6 +57,7 @@ std::atomic<const char*> g_complete_line{nullptr};
 // Written before the flag is set, so a handler that reads the flag reads them whole.
 char g_run_complete_text[kInflightBytes] = {0};
 std::atomic<bool> g_run_complete{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "read in a signal handler");
 
 void write_stderr(const char* text) {
   ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
@@ -175,6 +176,13 @@ extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
     // A pipe's reader on the same terminal (`zerotrain train | tee log`) ends with it: a write to
     // the pipe then fails (the run's warning at its end) instead of killing the run before its save.
     std::signal(SIGPIPE, SIG_IGN);
+  }
+  // After the run completed a request has nothing to wait for: a second one (not the first's
+  // repeat) ends the process at once, with 0, its outputs being written.
+  if (g_run_complete && (sig == SIGTERM || sig == SIGINT) && g_stop_signal != 0 && !repeats_the_request(sig, info)) {
+    if (g_stderr_tty) write_stderr("\n");
+    write_stderr(g_second_stop_line.load());
+    _exit(0);
   }
   if (g_stop_signal != 0) {
     if (sig == SIGUSR1 || sig == SIGHUP) return;  // a repeated forward of the same request; a hang-up

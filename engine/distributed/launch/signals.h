@@ -39,7 +39,9 @@ void note_stop_checkpoint_saved(int step, const std::string& folder);
 // on disk. From then on the launcher's SIGTERM (mpirun interrupted while the ranks finalise MPI)
 // ends the rank with 0 and, on rank 0, a line saying the run had completed, not a wait site and a
 // resume for a run with nothing left to train; and a stop request (SIGTERM, SIGINT, SIGUSR1) is
-// acknowledged as coming after the end, not as a stop at the end of the current step.
+// acknowledged as coming after the end, not as a stop at the end of the current step, and a second
+// SIGTERM or SIGINT ends the process at once with 0. Rank 0 calls it once its outputs are written;
+// the other ranks once they know that (a collective after them).
 void note_run_complete(const std::string& run_dir);
 
 // Makes SIGTERM print the recorded wait site and exit 1: what a rank shows when the launcher stops

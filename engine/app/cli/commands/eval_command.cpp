@@ -212,7 +212,7 @@ int eval_main(const std::vector<std::string>& args) {
       // be scored as the run's validation data, which its logged val_loss is not of.
       if (source.saved_data_identity.is_array()) {
         const std::vector<std::string> changed =
-            validation_data_changes(source.saved_data_identity, data_identity(*run));
+            validation_data_changes(source.saved_data_identity, data_identity_of_split(*run, kValSplit));
         if (!changed.empty()) {
           throw_input_error(
               "zerotrain eval: --val on {}: the validation data are not the files the run evaluated: {} (its "

@@ -239,9 +239,12 @@ int train_main(const std::vector<std::string>& args) {
   const TrainSummary s = trainer.run();
   // Its outputs are written (a stopped run's checkpoint is said by note_stop_checkpoint_saved): a
   // launcher ending the job from here on (mpirun interrupted while the ranks finalise) cut nothing.
-  if (s.stop_signal == 0 && !s.stopped_nonfinite()) note_run_complete(cfg.log.run_dir);
+  // Rank 0 writes them; the others know it once the gather below, which waits for rank 0, is done.
+  const bool completed = s.stop_signal == 0 && !s.stopped_nonfinite();
+  if (completed && root) note_run_complete(cfg.log.run_dir);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const std::vector<MemorySnapshot> memory = gather_memory_snapshots(*comm, s.memory);
+  if (completed && !root) note_run_complete(cfg.log.run_dir);
   if (!root) return s.stopped_nonfinite() ? 1 : 0;
   if (s.stop_signal != 0) {
     print_out("\nstopped after step {} of {} on {}; saved {}\n(continue with the same command and --resume latest)\n",

@@ -4,7 +4,7 @@
 # dropout, accumulation, tied heads; a prepared single-file dataset) and `memory --json` for every shipped config, written by one
 # zerotrain binary into OUTDIR as small files (*.metrics: every train/eval record's step, loss,
 # grad_norm, val_loss, lr, tokens; *.weights: a hash of final.safetensors' tensors plus its
-# metadata with the run directory left out and OUTDIR written as such; mem_*.json). Run it with the binary before and after
+# metadata (its data files' identity too) with the run directory left out and OUTDIR written as such; mem_*.json). Run it with the binary before and after
 # the change and compare the two folders: `diff -r` on those files must be empty.
 # usage: tools/bitwise_matrix.sh PATH/TO/zerotrain OUTDIR   (needs mpirun; ~1 minute on 2 cores)
 # OUTDIR is made afresh: a new folder, or an earlier matrix's (marked by its .bitwise_matrix file),
@@ -52,7 +52,7 @@ print(json.dumps([{k:x[k] for k in keep if k in x} for x in recs if x.get('type'
 import json,struct,hashlib
 b=open('$O/$r/final.safetensors','rb').read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n])
 m=h.pop('__metadata__',{}); rc=json.loads(m.pop('run_config','{}')); rc.get('log',{}).pop('run_dir',None)
-print(hashlib.sha256(json.dumps(h,sort_keys=True).encode()+b[8+n:]).hexdigest()); print(json.dumps(m,sort_keys=True))
+print(hashlib.sha256(json.dumps(h,sort_keys=True).encode()+b[8+n:]).hexdigest()); print(json.dumps(m,sort_keys=True).replace('$O/', 'OUTDIR/'))
 print(json.dumps(rc,sort_keys=True).replace('$O/', 'OUTDIR/'))" > $O/$r.weights
 done
 # memory --json of every shipped config on 1 and 4 ranks, and split (the head in 2 chunks where its

@@ -469,12 +469,12 @@ def main():
                 # file's rows where the vocabulary's padding, never read, falls in another rank's): an
                 # llm.c matrix cut by a shard boundary (stored transposed) read whole gave a rank of 2
                 # 63% of the file.
-                read = [r["bytes_read"] for r in recs if r["type"] == "init_from"]
+                read = next((r["bytes_read_by_rank"] for r in recs if r["type"] == "init_from"), [])
                 size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)
                            if f.endswith(".safetensors")) if os.path.isdir(path) else os.path.getsize(path)
-                checks.check(read and read[0] < 1.1 * size / ranks,
-                             f"{label}: a stage-3 rank of {ranks} reads {read[0] if read else '?'} of the file's "
-                             f"{size} bytes, its share")
+                checks.check(len(read) == ranks and max(read) < 1.1 * size / ranks,
+                             f"{label}: every stage-3 rank of {ranks} reads its share of the file's {size} bytes "
+                             f"({read})")
 
     # The vocabulary in chunks (train.head_chunks): every chunk of the token table and the head
     # comes from the file (all but the first once started as zeros), the step-1 loss transformers'.

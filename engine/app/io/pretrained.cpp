@@ -289,27 +289,20 @@ class LlmcReader final : public PretrainedReader {
       return;
     }
     // Hugging Face's [in, out] is llm.c's [out, in] transposed: HF element (i, j) is llm.c's (j, i),
-    // and HF rows have t.rows elements. The range needs HF rows i0..i1, a span of each llm.c row.
+    // and HF rows have t.rows elements. The range needs HF rows i0..i1: a span of each llm.c row,
+    // read alone (a rank of several reads its share, not the matrix), or the whole matrix in one
+    // read where the span is every column.
     const std::int64_t i0 = begin / t.rows, i1 = (end - 1) / t.rows, span = i1 - i0 + 1;
-    if (2 * span > t.cols || cached_ == name) {
-      // Most of the matrix (one rank, or a range the next call continues): read it whole once, kept
-      // for the next range of the same tensor.
-      if (cached_ != name) {
-        matrix_.resize(static_cast<std::size_t>(t.rows * t.cols));
-        read_elements(t.offset, t.rows * t.cols, matrix_.data());
-        cached_ = name;
+    spans_.resize(static_cast<std::size_t>(t.rows * span));
+    if (span == t.cols) {
+      read_elements(t.offset, t.rows * t.cols, spans_.data());
+    } else {
+      for (std::int64_t j = 0; j < t.rows; ++j) {
+        read_elements(t.offset + j * t.cols + i0, span, spans_.data() + j * span);
       }
-      for (std::int64_t e = begin; e < end; ++e) {
-        out[e - begin] = matrix_[static_cast<std::size_t>((e % t.rows) * t.cols + e / t.rows)];
-      }
-      return;
     }
-    // A shard's part (a rank of several cut by a shard boundary): each llm.c row's span alone, so a
-    // rank reads its share rather than the whole matrix (at N ranks, N times the data otherwise).
-    std::vector<float> spans(static_cast<std::size_t>(t.rows * span));
-    for (std::int64_t j = 0; j < t.rows; ++j) read_elements(t.offset + j * t.cols + i0, span, spans.data() + j * span);
     for (std::int64_t e = begin; e < end; ++e) {
-      out[e - begin] = spans[static_cast<std::size_t>((e % t.rows) * span + e / t.rows - i0)];
+      out[e - begin] = spans_[static_cast<std::size_t>((e % t.rows) * span + e / t.rows - i0)];
     }
   }
 
@@ -326,8 +319,7 @@ class LlmcReader final : public PretrainedReader {
   LlmcModelHeader header_;
   std::map<std::string, LlmcTensor> tensors_;
   std::vector<char> raw_;
-  std::vector<float> matrix_;
-  std::string cached_;
+  std::vector<float> spans_;  // the llm.c rows' spans a transposed range reads
 };
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
@@ -58,7 +60,9 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     start_fresh_log(s);
     std::error_code ec;
     run.init_from_path = std::filesystem::weakly_canonical(std::filesystem::absolute(c.train.init_from), ec).string();
-    s.log({{"type", "init_from"}, {"path", c.train.init_from}, {"bytes_read", bytes}});
+    // Every rank's bytes (each reads its own share), for the record rank 0 writes.
+    const std::vector<std::int64_t> by_rank = all_gather_values<std::int64_t>(s.comm, std::span(&bytes, 1));
+    s.log({{"type", "init_from"}, {"path", c.train.init_from}, {"bytes_read", bytes}, {"bytes_read_by_rank", by_rank}});
     s.progress.message(fmt::format("weights from {} ({} read by this rank)", c.train.init_from, format_bytes(bytes)));
     return run;
   }

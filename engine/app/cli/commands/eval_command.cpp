@@ -214,10 +214,16 @@ int eval_main(const std::vector<std::string>& args) {
         const std::vector<std::string> changed =
             validation_data_changes(source.saved_data_identity, data_identity_of_split(*run, kValSplit));
         if (!changed.empty()) {
+          // --run pairs config.json (written as each run in the folder starts) with final.safetensors
+          // (as one ends): a later run on other data that stopped early leaves the two unpaired.
           throw_input_error(
               "zerotrain eval: --val on {}: the validation data are not the files the run evaluated: {} (its "
-              "logged val_loss is of those; --tokens FILE scores a file as it is)",
-              source.path, fmt::join(changed, "; "));
+              "logged val_loss is of those; --tokens FILE scores a file as it is{})",
+              source.path, fmt::join(changed, "; "),
+              source.kind == WeightSource::Kind::kRun
+                  ? "; or config.json is a later run's than final.safetensors, one that stopped before its end: "
+                    "--ckpt of a checkpoint pairs the two"
+                  : "");
         }
       }
       // Its evaluations' activations (a bf16 run's val_loss is not an fp32 forward's), unless

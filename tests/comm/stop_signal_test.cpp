@@ -361,6 +361,17 @@ TEST(LauncherTerminationDeathTest, AfterTheRunCompletedItSaysSoAndExitsZero) {
         std::exit(3);
       },
       testing::ExitedWithCode(0), "a second stop signal: exiting now \\(the run had completed\\)");
+  // ... unless the rank failed after all (a peer lost in the gather after the run): its own code.
+  EXPECT_EXIT(
+      {
+        install_stop_request_handlers("zerotrain", "a test's stop");
+        std::raise(SIGUSR1);
+        note_run_complete("run");
+        note_error_reported(1);
+        std::raise(SIGTERM);
+        std::exit(3);
+      },
+      testing::ExitedWithCode(1), "");
 }
 
 }  // namespace

@@ -200,6 +200,27 @@ def main():
                   ("--ckpt of a checkpoint pairs the two" in e.stderr) == (flag == "--run"),
                   f"{flag} --val after the dataset was prepared again: refused in one line naming val.bin "
                   f"({e.stdout.strip()}; {e.stderr.strip()})")
+        # Shards (data.train_files) and a named vocabulary: with the training folder and the
+        # vocabulary gone, --val reads the validation shard alone, the same loss.
+        shards_a, shards_b = os.path.join(work, "shards_a"), os.path.join(work, "shards_b")
+        os.makedirs(shards_a)
+        os.makedirs(shards_b)
+        shutil.copy(os.path.join(prepared, "train.bin"), os.path.join(shards_a, "s0.bin"))
+        shutil.copy(os.path.join(prepared, "val.bin"), os.path.join(shards_b, "v0.bin"))
+        vocab = os.path.join(work, "vocab.json")
+        shutil.copy(os.path.join(prepared, "vocab.json"), vocab)
+        sharded_run = os.path.join(work, "sharded_files")
+        p3 = run([binary, "train", "--config", CONFIG, "--run-dir", sharded_run, "--set", "model.vocab_size=65",
+                  "--set", f"data.train_files=[\"{shards_a}/*.bin\"]", "--set", f"data.val_files=[\"{shards_b}/*.bin\"]",
+                  "--set", f"data.vocab_file={vocab}", *common])
+        if check(p3.returncode == 0, f"a run on shards with a named vocabulary ({p3.stderr.strip()[-300:]})"):
+            whole = run([binary, "eval", "--run", sharded_run, "--val"])
+            shutil.rmtree(shards_a)
+            os.remove(vocab)
+            alone = run([binary, "eval", "--run", sharded_run, "--val"])
+            check(printed_loss(whole) is not None and printed_loss(alone) == printed_loss(whole),
+                  f"--val of a shard run without its training folder and vocabulary: the same val_loss "
+                  f"({whole.stdout.strip()}; {alone.stdout.strip()}; {alone.stderr.strip()[-300:]})")
         shutil.rmtree(prepared)
         e = run([binary, "eval", "--run", moved, "--val"])
         check(e.returncode == 2 and len(e.stderr.strip().splitlines()) == 1 and "data.dataset" in e.stderr,

@@ -121,8 +121,13 @@ void DataSource::open(const RunConfig& c) {
   };
   data::parse_sample_order(d.order, &order_);
   seed_ = c.train.seed;
-  if (!d.vocab_file.empty())
+  // The validation split alone reads no vocabulary, tokenizer or multiple-choice file (eval --val
+  // decodes and scores none), but the embedded text's, which makes its tokens.
+  const bool embedded = d.train_files.empty() && d.train_file.empty() && d.dataset == "embedded";
+  const bool reads_text = splits_ == Splits::kBoth || embedded;
+  if (!d.vocab_file.empty() && reads_text) {
     vocab_ = read_naming_key(c, "data.vocab_file", [&] { return data::Vocab::load(d.vocab_file); });
+  }
   if (!d.train_files.empty()) {
     const data::TokenFileFormat format = token_file_format(d);
     if (splits_ == Splits::kBoth) {
@@ -212,7 +217,7 @@ void DataSource::open(const RunConfig& c) {
           "prepare again",
           c.sources_of({"data.dataset"}), d.dataset, cut);
     }
-    if (fs::exists(dir / "vocab.json")) {
+    if (reads_text && fs::exists(dir / "vocab.json")) {
       data::Vocab own = data::Vocab::load((dir / "vocab.json").string());
       // Another vocabulary than the one the dataset was made with would decode its ids as other text.
       if (vocab_ && vocab_->size() != own.size()) {
@@ -230,10 +235,9 @@ void DataSource::open(const RunConfig& c) {
     description_ = fmt::format("prepared dataset {}", d.dataset);
   }
   // The tokenizer: named, the dataset folder's, or the one beside the first training shard.
-  tokenizer_path_ = d.tokenizer_file;
-  if (tokenizer_path_.empty()) {
-    const fs::path beside = !d.train_files.empty()
-                                ? fs::path((train_ ? *train_ : *val_).shard_name(0)).parent_path() / "tokenizer.json"
+  tokenizer_path_ = reads_text ? d.tokenizer_file : "";
+  if (tokenizer_path_.empty() && reads_text) {
+    const fs::path beside = !d.train_files.empty() ? fs::path(train().shard_name(0)).parent_path() / "tokenizer.json"
                             : d.dataset != "embedded" && d.train_file.empty() ? fs::path(d.dataset) / "tokenizer.json"
                                                                               : fs::path();
     if (!beside.empty() && fs::exists(beside)) tokenizer_path_ = beside.string();
@@ -336,7 +340,7 @@ void DataSource::open(const RunConfig& c) {
                       name, c.train.seq_len + 1, unread.front(), unread.size() > 1 ? ", ..." : "");
     }
   }
-  if (!d.choice_file.empty()) {
+  if (!d.choice_file.empty() && reads_text) {
     choices_.emplace(read_naming_key(c, "data.choice_file",
                                      [&] { return data::ChoiceFile::load(d.choice_file, c.model.vocab_size); }));
     // A row's inputs are its context and completion but the last token: the model must hold them.

@@ -180,6 +180,7 @@ extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
   // After the run completed a request has nothing to wait for: a second one (not the first's
   // repeat) ends the process at once, with 0, its outputs being written.
   if (g_run_complete && (sig == SIGTERM || sig == SIGINT) && g_stop_signal != 0 && !repeats_the_request(sig, info)) {
+    if (g_reported_exit_code != 0) _exit(g_reported_exit_code);  // failing after all (a peer lost in a gather)
     if (g_stderr_tty) write_stderr("\n");
     write_stderr(g_second_stop_line.load());
     _exit(0);

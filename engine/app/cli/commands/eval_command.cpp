@@ -194,9 +194,10 @@ int eval_main(const std::vector<std::string>& args) {
         run_data.emplace(*run, DataSource::Splits::kValidationOnly);  // its training files need not be here
       } catch (const InputError& e) {
         const DataConfig& d = run->data;
-        std::vector<std::string> paths = {d.train_file, d.val_file, d.vocab_file, d.tokenizer_file, d.choice_file};
+        // The paths it reads: the validation split's (and an embedded text's vocabulary).
+        std::vector<std::string> paths = {d.val_file};
         if (d.dataset != "embedded") paths.push_back(d.dataset);
-        paths.insert(paths.end(), d.train_files.begin(), d.train_files.end());
+        if (d.dataset == "embedded" && d.train_files.empty() && d.train_file.empty()) paths.push_back(d.vocab_file);
         paths.insert(paths.end(), d.val_files.begin(), d.val_files.end());
         const bool relative = std::any_of(paths.begin(), paths.end(), [](const std::string& p) {
           return !p.empty() && std::filesystem::path(p).is_relative();

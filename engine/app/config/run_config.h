@@ -38,6 +38,11 @@ struct DataConfig {
   std::int64_t embedded_chars = 2'000'000;  // size of the generated default dataset
   // A multiple-choice eval file in llm.c's format (HellaSwag), scored at each evaluation.
   std::string choice_file;
+
+  // Where the tokens come from when no token files are named (train_files, then train_file, take
+  // precedence): the embedded generated text, or a prepared dataset's folder.
+  bool reads_embedded_text() const { return train_files.empty() && train_file.empty() && dataset == "embedded"; }
+  bool reads_prepared_dataset() const { return train_files.empty() && train_file.empty() && dataset != "embedded"; }
 };
 
 struct TrainConfig {

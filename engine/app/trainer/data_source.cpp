@@ -123,8 +123,7 @@ void DataSource::open(const RunConfig& c) {
   seed_ = c.train.seed;
   // The validation split alone reads no vocabulary, tokenizer or multiple-choice file (eval --val
   // decodes and scores none), but the embedded text's, which makes its tokens.
-  const bool embedded = d.train_files.empty() && d.train_file.empty() && d.dataset == "embedded";
-  const bool reads_text = splits_ == Splits::kBoth || embedded;
+  const bool reads_text = splits_ == Splits::kBoth || d.reads_embedded_text();
   if (!d.vocab_file.empty() && reads_text) {
     vocab_ = read_naming_key(c, "data.vocab_file", [&] { return data::Vocab::load(d.vocab_file); });
   }

@@ -40,12 +40,6 @@ std::uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-// Whether the data section reads a prepared dataset's folder (no token files named, not the
-// embedded text), as data_paths and the data source take it.
-bool reads_prepared_dataset(const DataConfig& d) {
-  return d.train_files.empty() && d.train_file.empty() && d.dataset != "embedded";
-}
-
 // The files the data section names, in the order the splits read them, each with its split.
 std::vector<std::pair<std::string, const char*>> data_paths(const DataConfig& d) {
   std::vector<std::pair<std::string, const char*>> paths;
@@ -64,7 +58,7 @@ std::vector<std::pair<std::string, const char*>> data_paths(const DataConfig& d)
     }
   } else if (!d.train_file.empty()) {
     paths = {{d.train_file, kTrainSplit}, {d.val_file, kValSplit}};
-  } else if (reads_prepared_dataset(d)) {
+  } else if (d.reads_prepared_dataset()) {
     for (const auto& [name, split] : {std::pair{"train.bin", kTrainSplit}, std::pair{"val.bin", kValSplit},
                                       std::pair{"vocab.json", kVocabSplit}, std::pair{"tokenizer.json", kVocabSplit}}) {
       const fs::path p = fs::path(d.dataset) / name;
@@ -187,7 +181,7 @@ nlohmann::json data_identity_of_split(const RunConfig& config, std::string_view 
 
 void hold_prepared_dataset(const RunConfig& config, ckpt::FileHandle& holder) {
   const DataConfig& d = config.data;
-  if (!reads_prepared_dataset(d) || d.dataset.empty()) return;
+  if (!d.reads_prepared_dataset() || d.dataset.empty()) return;
   if (!ckpt::FileHandle::hold_shared(d.dataset, holder)) {
     throw_input_error(
         "config error in {}: data.dataset = \"{}\": a prepare is writing it now; start the run once it ends",

@@ -197,7 +197,7 @@ int eval_main(const std::vector<std::string>& args) {
         // The paths it reads: the validation split's (and an embedded text's vocabulary).
         std::vector<std::string> paths = {d.val_file};
         if (d.dataset != "embedded") paths.push_back(d.dataset);
-        if (d.dataset == "embedded" && d.train_files.empty() && d.train_file.empty()) paths.push_back(d.vocab_file);
+        if (d.reads_embedded_text()) paths.push_back(d.vocab_file);
         paths.insert(paths.end(), d.val_files.begin(), d.val_files.end());
         const bool relative = std::any_of(paths.begin(), paths.end(), [](const std::string& p) {
           return !p.empty() && std::filesystem::path(p).is_relative();

@@ -73,6 +73,21 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
     const std::string hint = fmt::format("did you mean '{}'?", meant);
     expect_error(doc, {hint.c_str()});
   }
+  // FSDP's and DeepSpeed's mixed-precision names, in any section, name the keys of ours.
+  for (const auto& [section, typed, meant] :
+       {std::tuple{"precision", "reduce_dtype", "did you mean 'zero.grad_shard_dtype'?"},
+        std::tuple{"precision", "master_weights", "did you mean 'precision.param_dtype'?"},
+        std::tuple{"", "bf16", "did you mean 'precision.param_dtype' and 'precision.activations'?"},
+        std::tuple{"", "mixed_precision", "did you mean 'precision.param_dtype' and 'precision.activations'?"},
+        std::tuple{"zero", "grad_accum_dtype", "did you mean 'zero.grad_shard_dtype'?"}}) {
+    doc = base();
+    if (*section == '\0') {
+      doc[typed] = {{"enabled", true}};
+    } else {
+      doc[section] = {{typed, "fp32"}};
+    }
+    expect_error(doc, {meant});
+  }
   doc = base();
   doc["optim"] = {{"betas", {0.9, 0.95}}};  // one key of theirs, two of ours
   expect_error(doc, {"did you mean 'optim.beta1' and 'optim.beta2'?"});

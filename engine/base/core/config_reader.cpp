@@ -274,7 +274,8 @@ namespace {
 
 // Names other trainers give the same things (Hugging Face's learning_rate and batch_size,
 // nanoGPT's max_iters, eval_iters and lr_decay_iters, DeepSpeed's gradient_accumulation_steps and
-// gradient_clipping, a bare "steps"): the keys they stand for here, or none. Asked before the
+// gradient_clipping, a bare "steps"; FSDP's MixedPrecision and DeepSpeed's bf16 section and
+// data_types for the number formats): the keys they stand for here, or none. Asked before the
 // nearest spelling, which guesses (optim.steps is train.max_steps, not optim.eps; nanoGPT's
 // eval_iters counts evaluation batches, not train.eval_every).
 std::vector<const char*> our_names_for(const std::string& key) {
@@ -301,6 +302,15 @@ std::vector<const char*> our_names_for(const std::string& key) {
       {"lr_scheduler_type", {"decay"}},
       {"betas", {"beta1", "beta2"}},
       {"gradient_checkpointing", {"activation_checkpointing"}},
+      // Mixed precision: the working formats (fp32 master weights and moments whatever they are),
+      // and the format gradients are added into across micro-batches (FSDP's reduce_dtype,
+      // DeepSpeed's grad_accum_dtype).
+      {"bf16", {"param_dtype", "activations"}},
+      {"mixed_precision", {"param_dtype", "activations"}},
+      {"master_weights", {"param_dtype"}},
+      {"reduce_dtype", {"grad_shard_dtype"}},
+      {"grad_accum_dtype", {"grad_shard_dtype"}},
+      {"data_types", {"grad_shard_dtype"}},
   };
   for (const auto& [other, ours] : kOtherNames) {
     if (key == other) return ours;

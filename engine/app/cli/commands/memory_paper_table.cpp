@@ -71,10 +71,8 @@ int memory_paper_table(const ArgParser& parser, int ranks, bool json) {
   fmt::print(
       "ZeRO model states per rank, the paper's 2Psi + 2Psi + K*Psi: Psi = {} parameters, N = {} rank{}, K = {}\n", psi,
       ranks, ranks == 1 ? "" : "s", k);
-  fmt::print(
-      "(bf16 parameters and gradients, 2 bytes each; K bytes of optimizer state per parameter: fp32 master, "
-      "m, v)\n{}",
-      table);
+  fmt::print("(bf16 parameters and gradients, 2 bytes each; K bytes of optimizer state per parameter{})\n{}",
+             k == 12 ? ": fp32 master, m, v" : "", table);
   fmt::print(
       "GB = 1e9 bytes, GiB = 2^30 bytes (TB, TiB, MB, MiB, kB, KiB likewise); no units, padding, buffers or "
       "activations (use "

@@ -122,8 +122,8 @@ int train_main(const std::vector<std::string>& args) {
           "continue from the newest valid checkpoint in checkpoint.dir, or from a checkpoint directory or folder")
       .bool_flag("allow-config-change",
                  "with --resume: continue even if the config changes the seed, LR schedule, AdamW terms, dropout, "
-                 "sequence length (the data position stays a count of windows), global batch or data order, or the "
-                 "data files differ (refused otherwise)");
+                 "sequence length (the data position stays a count of windows), global batch or data order, number "
+                 "formats (precision.*, the zero section's dtypes), or the data files differ (refused otherwise)");
   if (!parser.parse(args)) {
     print_out("{}", parser.help_text());
     return 0;

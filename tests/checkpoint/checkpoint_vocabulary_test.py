@@ -9,6 +9,10 @@ superseded/):
   * with that file gone, both are refused in one line naming it, nothing written;
   * a checkpoint of the embedded text, whose run directory now holds a prepared dataset's
     vocabulary, is refused (nothing was recorded to find its own with); `sample --vocab` names one;
+  * shards read with the tokenizer.json beside them (no data key names it, as
+    tools/prepare_tokens.py leaves them): that tokenizer is recorded, so a checkpoint set aside
+    after the tokenizer there changed is refused, and read from there once it is back (the later
+    tokenizer was exported with exit 0: nothing recorded it);
   * the later run's own checkpoints read the directory's copy, with no note, and so do a resumed
     run's earlier ones (another seed by --allow-config-change); eval, which reads no vocabulary,
     scores a set-aside checkpoint all the same.
@@ -17,6 +21,7 @@ usage: checkpoint_vocabulary_test.py PATH/TO/zerotrain
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -91,6 +96,41 @@ def main():
     # eval reads no vocabulary: it scores the set-aside checkpoint all the same.
     scored = run("eval", "--ckpt", aside, "--tokens", os.path.join(dataset, "val.bin"), "--windows", "2")
     checks.check(scored.returncode == 0, f"eval --ckpt of it scores tokens ({scored.stderr.strip()[-200:]})")
+
+    # Shards with the tokenizer beside them, which no key names; another tokenizer written there (a
+    # prepare_tokens.py of other text into the folder) before a later run in the directory.
+    shards = os.path.join(work, "shards")
+    os.makedirs(shards)
+    shutil.copy(os.path.join(dataset, "train.bin"), os.path.join(shards, "s_train_000001.bin"))
+    shutil.copy(os.path.join(dataset, "val.bin"), os.path.join(shards, "s_val_000000.bin"))
+    tokenizer = os.path.join(shards, "tokenizer.json")
+    shutil.copy(os.path.join(out, "tokenizer.json"), tokenizer)
+    with open(tokenizer) as f:
+        own = json.load(f)
+    swapped = json.loads(json.dumps(own))
+    vocab = swapped["model"]["vocab"]
+    a, b = sorted(vocab, key=vocab.get)[10:12]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    on_shards = ["--set", f"data.train_files={shards}/s_train_*.bin", "--set", f"data.val_files={shards}/s_val_*.bin",
+                 "--set", "data.dataset=embedded", "--set", "model.vocab_size=65"]
+    third = os.path.join(work, "shards_then_other_tokenizer")
+    train(third, 3, *on_shards)
+    with open(tokenizer, "w") as f:
+        json.dump(swapped, f)
+    train(third, 2, *on_shards)
+    aside = os.path.join(third, "checkpoints", "superseded", "step_00000003")
+    p = run("ckpt", "export", aside, "--format", "hf", "--out", os.path.join(work, "export_shards"))
+    checks.check(p.returncode == 2 and len(lines(p)) == 1 and tokenizer in lines(p)[0] and
+                 "gone or changed" in lines(p)[0] and not os.path.exists(os.path.join(work, "export_shards")),
+                 f"a shard run's set-aside checkpoint after its tokenizer changed: refused naming it ({lines(p)})")
+    shutil.copy(os.path.join(out, "tokenizer.json"), tokenizer)  # the very bytes it trained with
+    p = run("ckpt", "export", aside, "--format", "hf", "--out", os.path.join(work, "export_shards"))
+    exported = None
+    if p.returncode == 0:
+        with open(os.path.join(work, "export_shards", "tokenizer.json")) as f:
+            exported = json.load(f)["model"]["vocab"]
+    checks.check(p.returncode == 0 and exported == own["model"]["vocab"] and f"vocabulary is {tokenizer}" in p.stderr,
+                 f"... with it back, exported with it, said ({p.stderr.strip()[-300:]})")
 
     # A run resumed with another seed (--allow-config-change): its earlier checkpoints, in its own
     # folder, are its trajectory's, read with the directory's copy (they were refused as a later

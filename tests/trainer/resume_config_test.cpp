@@ -317,6 +317,27 @@ TEST(ResumeData, OnlyTheTrainingFilesAreTheTrajectorys) {
   EXPECT_TRUE(evaluation_data_changes(unsplit, other_val).empty());
 }
 
+// The tokenizer beside the first training shard, recorded as found (since 2026-12-07): an identity
+// that recorded none found (an earlier build's) is not told of it as a vocabulary come; one that
+// did is told of its change.
+TEST(ResumeData, AFoundTokenizerCountsWhereTheSavedIdentityRecordsOne) {
+  nlohmann::json found = data_file("s/tokenizer.json", 30, 7, "vocab");
+  found["found"] = "beside the first training shard";
+  const nlohmann::json older = nlohmann::json::array({data_file("s/t_1.bin", 100, 1, "train")});
+  nlohmann::json now = older;
+  now.push_back(found);
+  EXPECT_TRUE(evaluation_data_changes(older, now).empty());
+  EXPECT_FALSE(vocabulary_changed(older, now));
+  nlohmann::json other = now;
+  other[1]["fingerprint"] = 8;
+  EXPECT_EQ(evaluation_data_changes(now, other).size(), 1u);
+  EXPECT_TRUE(vocabulary_changed(now, other));
+  // A named tokenizer new to the run is still told.
+  nlohmann::json named = older;
+  named.push_back(data_file("t/tokenizer.json", 30, 7, "vocab"));
+  EXPECT_TRUE(vocabulary_changed(older, named));
+}
+
 // The data a checkpoint recorded against the run's: the same contents in the same order under other
 // paths is no change; the same files in another order is one (other windows make each step).
 TEST(ResumeData, TheSameFilesInAnotherOrderAreAChange) {

@@ -33,6 +33,9 @@ constexpr std::int64_t kFingerprintBytes = 64 * 1024;  // read at each end of a 
 constexpr std::int64_t kSampledBlocks = 32, kSampledBlockBytes = 4096;
 constexpr std::size_t kRecordBytes = 512;  // a rank's first difference, as gathered
 constexpr std::size_t kShownChars = 80;    // of a value, in the message
+// An entry's "found": the tokenizer a run reads beside its first training shard where no key names
+// one (recorded since 2026-12-07).
+constexpr const char* kBesideFirstShard = "beside the first training shard";
 
 std::uint64_t fnv1a(const std::string& s) {
   std::uint64_t h = 1469598103934665603ull;
@@ -40,21 +43,37 @@ std::uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-// The files the data section names, in the order the splits read them, each with its split.
-std::vector<std::pair<std::string, const char*>> data_paths(const DataConfig& d) {
-  std::vector<std::pair<std::string, const char*>> paths;
+// A file the data section reads, with its split; `found` where no key names it (the tokenizer
+// beside the first training shard).
+struct DataPath {
+  std::string path;
+  const char* split;
+  const char* found = nullptr;
+};
+
+// The files the data section reads, in the order the splits read them.
+std::vector<DataPath> data_paths(const DataConfig& d) {
+  std::vector<DataPath> paths;
   if (!d.train_files.empty()) {
     for (const auto& [patterns, key, split] : {std::tuple{&d.train_files, "data.train_files", kTrainSplit},
                                                std::tuple{&d.val_files, "data.val_files", kValSplit}}) {
       for (const std::string& p : *patterns) {
         try {
-          for (std::string& path : data::expand_pattern(p, key)) paths.emplace_back(std::move(path), split);
+          for (std::string& path : data::expand_pattern(p, key)) paths.push_back({std::move(path), split});
         } catch (const InputError&) {
           // Listed unreadable (bytes -1): the ranks still compare, so a pattern that matches on
           // some nodes only is named there; opening the data reports it on every rank.
-          paths.emplace_back(p, split);
+          paths.push_back({p, split});
         }
       }
+    }
+    // The tokenizer a run reads where none is named (DataSource): the one beside its first training
+    // shard. Recorded, so that a checkpoint knows the vocabulary it trained with after a later run
+    // in its directory replaced the run directory's copy (checkpoint_vocabulary.h).
+    if (!paths.empty() && paths.front().split == kTrainSplit && d.tokenizer_file.empty()) {
+      std::error_code ec;
+      const fs::path beside = fs::path(paths.front().path).parent_path() / "tokenizer.json";
+      if (fs::exists(beside, ec)) paths.push_back({beside.string(), kVocabSplit, kBesideFirstShard});
     }
   } else if (!d.train_file.empty()) {
     paths = {{d.train_file, kTrainSplit}, {d.val_file, kValSplit}};
@@ -62,11 +81,11 @@ std::vector<std::pair<std::string, const char*>> data_paths(const DataConfig& d)
     for (const auto& [name, split] : {std::pair{"train.bin", kTrainSplit}, std::pair{"val.bin", kValSplit},
                                       std::pair{"vocab.json", kVocabSplit}, std::pair{"tokenizer.json", kVocabSplit}}) {
       const fs::path p = fs::path(d.dataset) / name;
-      if (std::string_view(name).ends_with(".bin") || fs::exists(p)) paths.emplace_back(p.string(), split);
+      if (std::string_view(name).ends_with(".bin") || fs::exists(p)) paths.push_back({p.string(), split});
     }
   }
   for (const std::string* extra : {&d.vocab_file, &d.tokenizer_file}) {
-    if (!extra->empty()) paths.emplace_back(*extra, kVocabSplit);
+    if (!extra->empty()) paths.push_back({*extra, kVocabSplit});
   }
   return paths;
 }
@@ -162,10 +181,11 @@ namespace {
 // data_identity's entries, of the split `only` alone where given.
 nlohmann::json identity_of(const RunConfig& config, std::optional<std::string_view> only) {
   nlohmann::json files = nlohmann::json::array();
-  for (const auto& [path, split] : data_paths(config.data)) {
+  for (const auto& [path, split, found] : data_paths(config.data)) {
     if (only && *only != split) continue;
     nlohmann::json f = file_identity(path);
     f["split"] = split;
+    if (found != nullptr) f["found"] = found;
     files.push_back(std::move(f));
   }
   return files;
@@ -403,6 +423,19 @@ nlohmann::json of_splits(const nlohmann::json& files, std::initializer_list<std:
   return out;
 }
 
+// `now` without the files found where no key names them (entries with "found") where `saved`
+// records none: an earlier build's identity, which did not list them, or one made before such a
+// file was there (a tokenizer put beside the shards since decodes samples; losses stay comparable).
+nlohmann::json without_unrecorded_found(const nlohmann::json& saved, const nlohmann::json& now) {
+  const auto found = [](const nlohmann::json& f) { return f.contains("found"); };
+  if (std::any_of(saved.begin(), saved.end(), found)) return now;
+  nlohmann::json out = nlohmann::json::array();
+  for (const nlohmann::json& f : now) {
+    if (!found(f)) out.push_back(f);
+  }
+  return out;
+}
+
 bool records_splits(const nlohmann::json& files) {
   return std::all_of(files.begin(), files.end(), [](const nlohmann::json& f) { return f.contains("split"); });
 }
@@ -416,7 +449,8 @@ std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohman
 
 std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, const nlohmann::json& now) {
   if (!records_splits(saved)) return {};
-  return file_changes(of_splits(saved, {kValSplit, kVocabSplit}), of_splits(now, {kValSplit, kVocabSplit}));
+  return file_changes(of_splits(saved, {kValSplit, kVocabSplit}),
+                      of_splits(without_unrecorded_found(saved, now), {kValSplit, kVocabSplit}));
 }
 
 std::vector<std::string> validation_data_changes(const nlohmann::json& saved, const nlohmann::json& now) {
@@ -425,7 +459,9 @@ std::vector<std::string> validation_data_changes(const nlohmann::json& saved, co
 }
 
 bool vocabulary_changed(const nlohmann::json& saved, const nlohmann::json& now) {
-  return records_splits(saved) && !file_changes(of_splits(saved, {kVocabSplit}), of_splits(now, {kVocabSplit})).empty();
+  return records_splits(saved) &&
+         !file_changes(of_splits(saved, {kVocabSplit}), of_splits(without_unrecorded_found(saved, now), {kVocabSplit}))
+              .empty();
 }
 
 }  // namespace zt

@@ -25,7 +25,8 @@ inline constexpr const char* kValSplit = "val";
 inline constexpr const char* kVocabSplit = "vocab";
 
 // Every file the config's data section reads (token files or shards, a prepared folder's files, a
-// vocabulary or tokenizer file) as {"path", "bytes", "fingerprint", "split"} and, for a file
+// vocabulary or tokenizer file, and the tokenizer.json beside the first training shard that a shard
+// run reads where no key names one, with "found") as {"path", "bytes", "fingerprint", "split"} and, for a file
 // longer than 128 KiB, "sampled_fingerprint", in the order the splits read them; the fingerprint is
 // a crc32 of the file's first and last 64 KiB, the sampled one of 32 blocks of 4 KiB spread evenly
 // between them. The embedded dataset has
@@ -83,8 +84,9 @@ std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, co
 // empty where `saved` records no splits.
 std::vector<std::string> validation_data_changes(const nlohmann::json& saved, const nlohmann::json& now);
 // Whether the vocabulary files (vocab.json, tokenizer.json, data.vocab_file / tokenizer_file) are
-// among those changes: the run directory's copy is then this run's, which `sample` and `ckpt
-// export` decode every checkpoint of the run with, the earlier ones too.
+// among those changes (a file found where no key names it, the tokenizer beside the first shard,
+// only where `saved` records such a file: earlier builds did not): the run directory's copy is then this run's, which
+// `sample` and `ckpt export` decode every checkpoint of the run with, the earlier ones too.
 bool vocabulary_changed(const nlohmann::json& saved, const nlohmann::json& now);
 
 }  // namespace zt

@@ -845,6 +845,14 @@ def main():
     shorter = run(binary, common + ["--set", "train.seq_len=16", "--allow-config-change", "--resume", step2])
     check(shorter.returncode == 0 and "train.seq_len: 32 -> 16 (the data position is kept as a count of windows"
           in shorter.stdout, f"another seq_len says where the data position goes ({shorter.stdout[-400:]})")
+    # Its samples keep to the run's 16 positions of the model's 32: a draw past them slides the
+    # window, said (it slid in silence, and the export's samples, over all 32, drew other text).
+    slid_note = "past 16 positions each token attended to the last 16 only, the run's train.seq_len (the model has 32"
+    within, past = (run(binary, ["sample", "--run", run_w, "--tokens", n, "--temperature", "0"]) for n in ("16", "17"))
+    check(within.returncode == 0 and past.returncode == 0 and "attended to the last" not in within.stderr and
+          slid_note in past.stderr,
+          f"a sample past the run's seq_len says its window slid ({within.stderr.strip()[-200:]!r}; "
+          f"{past.stderr.strip()[-300:]!r})")
     # A finished run that saved no checkpoint: --resume says why there is none. Its one warm-up
     # step profiled nothing, and op_profile.json names no first profiled step.
     run_n = os.path.join(work, "n")

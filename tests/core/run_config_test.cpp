@@ -93,7 +93,9 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
   expect_error(doc, {"did you mean 'optim.beta1' and 'optim.beta2'?"});
   doc = base();
   doc["train"] = {{"activation_checkpointing", true}};  // a choice, not a string to quote
-  expect_error(doc, {"must be one of: none, selective, all or every:K (K >= 1) (got true)"});
+  expect_error(doc, {"must be one of: none, selective, all or every:K (K from 1 to 2147483647) (got true)"});
+  doc["train"] = {{"activation_checkpointing", "every:2147483648"}};  // past an int: the bound named
+  expect_error(doc, {"\"every:2147483648\" is not none, selective, all or every:K (K from 1 to 2147483647)"});
   doc = base();
   doc["stage"] = 2;  // at the top level
   expect_error(doc, {"unknown key 'stage'", "did you mean 'zero.stage'?"});

@@ -225,11 +225,11 @@ void read_train_section(ConfigReader r, RunConfig& c) {
         from_environment ? "unset OMP_NUM_THREADS and leave train.num_threads out" : "leave train.num_threads out",
         std::max(1, cores / node_ranks), node_ranks > 1 ? "a rank " : ""));
   }
-  const std::string ac = r.get_choice("activation_checkpointing", "none", "none, selective, all or every:K (K >= 1)");
+  constexpr const char* kCheckpointingChoices = "none, selective, all or every:K (K from 1 to 2147483647)";
+  const std::string ac = r.get_choice("activation_checkpointing", "none", kCheckpointingChoices);
   if (!CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {
-    throw_input_error(
-        "config error in {}: train.activation_checkpointing = \"{}\" is not none, selective, all or every:K (K >= 1)",
-        r.source_of("activation_checkpointing"), ac);
+    throw_input_error("config error in {}: train.activation_checkpointing = \"{}\" is not {}",
+                      r.source_of("activation_checkpointing"), ac, kCheckpointingChoices);
   }
   // Said where it recomputes less than it reads: every:K past the model's blocks checkpoints block 0
   // alone (every:1 is all of them).
@@ -237,7 +237,7 @@ void read_train_section(ConfigReader r, RunConfig& c) {
       p.kind == CheckpointPolicy::Kind::kEvery && p.every_k >= c.model.n_layer && c.model.n_layer > 1) {
     c.derived.push_back(
         fmt::format("train.activation_checkpointing = {}: of the model's {} blocks only block 0 recomputes its forward",
-                    ac, c.model.n_layer));
+                    p.to_string(), c.model.n_layer));
   }
   t.head_chunks = r.get_int("head_chunks", 1, 1, c.model.padded_vocab_size() / 64);
   t.block_units = r.get_int("block_units", 1, 1, 2);

@@ -88,11 +88,12 @@ struct Prompt {
   std::string text;
   std::vector<std::int32_t> ids;
   int limit = 1;
+  int model_positions = 1;               // the model's own (block_size): more than `limit` from a run's seq_len
   bool text_encodes_to_nothing = false;  // ids then hold token 0 alone
 };
 
 Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const std::string& text_dir, int limit,
-                     int vocab_size) {
+                     int model_positions, int vocab_size) {
   // Without a tokenizer or vocabulary a prompt has no tokens: refused rather than dropped (the
   // sample would continue nothing, whatever the prompt said).
   if (parser.has("prompt") && !text.has()) {
@@ -101,7 +102,7 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const
         "FILE or --vocab FILE",
         "no tokenizer.json or vocab.json " + (text_dir.empty() ? std::string("beside the weights") : "in " + text_dir));
   }
-  Prompt p{parser.get("prompt", "\n"), {}, limit};
+  Prompt p{parser.get("prompt", "\n"), {}, limit, model_positions};
   try {
     p.ids = text.encode_prompt(p.text);
   } catch (const InputError& e) {
@@ -176,9 +177,16 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   // A prompt past the positions the model attends to conditions the sample by its last ones only,
   // as nanoGPT crops it (transformers' generate refuses such a prompt): said, and counted as run.
   const std::size_t prompt_run = std::min(prompt.ids.size(), static_cast<std::size_t>(prompt.limit));
+  // Where a run trained on windows shorter than its model's positions, the sample keeps to them
+  // (what the run trained the model on): a draw past them slides the window, and a sample of the
+  // same weights from their export (or generate) attends to every position and draws otherwise.
+  // (A prompt cut off is said apart, below.) The k-th draw reads the prompt and k tokens before it.
+  const auto limit = static_cast<std::size_t>(prompt.limit);
+  const bool slid = prompt.limit < prompt.model_positions && prompt.ids.size() <= limit && !tokens.empty() &&
+                    prompt.ids.size() + tokens.size() - 1 > limit;
   print_err(
       "zerotrain sample: {}{} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
-      "position{} included){}{}\n",
+      "position{} included){}{}{}\n",
       stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(), seconds,
       static_cast<double>(tokens.size()) / seconds, prompt_run, prompt_run == 1 ? "" : "s",
       ended && stopped_by == 0
@@ -187,7 +195,11 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
       prompt.ids.size() > prompt_run
           ? fmt::format("; the prompt's first {} of {} tokens were cut off: the sample attends to {} positions",
                         prompt.ids.size() - prompt_run, prompt.ids.size(), prompt.limit)
-          : "");
+          : "",
+      slid ? fmt::format("; past {} positions each token attended to the last {} only, the run's train.seq_len (the "
+                         "model has {}: a sample of its export attends to them all)",
+                         prompt.limit, prompt.limit, prompt.model_positions)
+           : "");
   return stopped_by != 0 ? 128 + stopped_by : 0;  // as a shell reports a command its signal ended
 }
 
@@ -249,7 +261,8 @@ int sample_main(const std::vector<std::string>& args) {
         parser.get("vocab"), text.size(), source.spec.vocab_size());
   }
   const SamplingOptions options = sampling_options(parser, text);
-  const Prompt prompt = encode_prompt(parser, text, source.text_dir, source.context, source.spec.vocab_size());
+  const Prompt prompt =
+      encode_prompt(parser, text, source.text_dir, source.context, source.spec.block_size(), source.spec.vocab_size());
   // Under a launcher every rank would draw the same text: rank 0 alone samples and prints it (the
   // others checked the same arguments above, so a bad one still ends every rank). No world is made
   // for it (a rank past 0 has nothing to send). Outside mpirun, where a rank variable may be one

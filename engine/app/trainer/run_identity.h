@@ -85,8 +85,9 @@ std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, co
 std::vector<std::string> validation_data_changes(const nlohmann::json& saved, const nlohmann::json& now);
 // Whether the vocabulary files (vocab.json, tokenizer.json, data.vocab_file / tokenizer_file) are
 // among those changes (a file found where no key names it, the tokenizer beside the first shard,
-// only where `saved` records such a file: earlier builds did not): the run directory's copy is then this run's, which
-// `sample` and `ckpt export` decode every checkpoint of the run with, the earlier ones too.
+// only where `saved` records such a file: earlier builds did not): the run directory's copy is
+// then this run's, which `sample` and `ckpt export` decode every checkpoint of the run with, the
+// earlier ones too.
 bool vocabulary_changed(const nlohmann::json& saved, const nlohmann::json& now);
 
 }  // namespace zt

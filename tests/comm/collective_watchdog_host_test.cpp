@@ -138,5 +138,37 @@ TEST(CollectiveWatchdog, StartHookRunsOnTheWatchdogThreadAndShutdownIsSilent) {
   EXPECT_EQ(reports.size(), 0u);
 }
 
+// The timeouts count the time the process ran (running_clock.h): a gap between two polls as long as
+// a suspend (SIGSTOP, a scheduler's suspend, a paused VM) is left out, the polls' own gaps are not.
+TEST(RunningClock, CountsThePollsGapsButNotASuspend) {
+  const auto t0 = RunningClock::Clock::now();
+  RunningClock clock(t0);
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 10ms), 0.01);
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 10ms + 300s), 0.01) << "a suspend of 5 minutes";
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 30ms + 300s), 0.03);
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 20ms + 300s), 0.03) << "an earlier time counts nothing";
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 40ms + 300s), 0.04);
+}
+
+// A watchdog thread that did not run for longer than the timeout (its process stopped; here a probe
+// that blocks 1.2 s) does not report the collective on continuing: it was seen in flight only within
+// the time the thread ran, and completes after.
+TEST(CollectiveWatchdog, ATimeTheProcessDidNotRunIsNotCountedTowardsTheDeadline) {
+  Reports reports;
+  std::atomic<int> probes{0};
+  CollectiveWatchdog dog([] { return std::string(); }, [&](const std::string& m) { reports.add(m); });
+  dog.watch(
+      "NCCL all_reduce of 2 f32 elements", "step 4 micro-batch 0",
+      [&] {
+        const int n = ++probes;
+        if (n == 1) std::this_thread::sleep_for(1200ms);
+        return n >= 3;  // in flight when polled again after the gap, then complete
+      },
+      0.5);
+  ASSERT_TRUE(eventually([&] { return dog.in_flight() == 0 || reports.size() > 0; }));
+  EXPECT_EQ(reports.size(), 0u) << (reports.size() > 0 ? reports.messages[0] : "");
+  EXPECT_FALSE(dog.failed());
+}
+
 }  // namespace
 }  // namespace zt

@@ -1,11 +1,14 @@
 // Entry point of the collective tests, run by mpirun on every rank (or alone as one rank). With
-// ZT_COMM_TEST_SCENARIO=timeout it instead plays a rank that never arrives (see timeout_test.py).
+// ZT_COMM_TEST_SCENARIO=timeout it instead plays a rank that never arrives, and with =suspended a job
+// stopped past its timeout while a rank waits (see timeout_test.py).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,6 +43,27 @@ int run_timeout_scenario() {
   return 0;  // not reached: wait() aborts the job
 }
 
+// Each rank writes its pid into ZT_COMM_TEST_PID_DIR; rank 0 then waits in a collective that rank
+// 1 joins 1.5 s later, while timeout_test.py stops every rank (SIGSTOP) for twice the timeout and
+// continues them. The stop is not time the wait ran: the collective completes on every rank.
+int run_suspended_scenario() {
+  zt::Communicator& c = zt::test_comm();
+  const char* dir = std::getenv("ZT_COMM_TEST_PID_DIR");
+  if (dir == nullptr) return 2;
+  const std::string path = std::string(dir) + "/rank" + std::to_string(c.rank());
+  std::ofstream(path + ".tmp") << getpid() << "\n";
+  std::rename((path + ".tmp").c_str(), path.c_str());
+  c.barrier();
+  if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  c.set_context("step 3");
+  std::vector<float> buf(16, 1.0f);
+  c.all_reduce(zt::TensorView{buf.data(), zt::DType::kF32, zt::Device::kCPU, zt::Shape{16}}, zt::ReduceOp::kSum).wait();
+  const bool summed = buf[0] == static_cast<float>(c.world_size());
+  std::printf("rank %d: the collective completed after the suspend%s\n", c.rank(), summed ? "" : ", wrong sum");
+  std::fflush(stdout);
+  return summed ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,6 +76,12 @@ int main(int argc, char** argv) {
   options.deterministic = true;
   zt::g_det_comm = zt::make_communicator(tracker, options);
   if (scenario != nullptr && std::strcmp(scenario, "timeout") == 0) return run_timeout_scenario();
+  if (scenario != nullptr && std::strcmp(scenario, "suspended") == 0) {
+    const int rc = run_suspended_scenario();
+    zt::g_det_comm.reset();  // before MPI_Finalize at exit
+    zt::g_comm.reset();
+    return rc;
+  }
 
   ::testing::InitGoogleTest(&argc, argv);
   if (zt::g_comm->rank() != 0) {  // one report, from rank 0; failures still set every rank's exit code

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """A rank that never reaches a collective: the other ranks must stop within their timeout with a
 one-line error naming the collective and the step, and the whole MPI job must end (no hang).
+And the whole job suspended (SIGSTOP, as a scheduler's suspend or Ctrl-Z does) for twice the
+timeout while a rank waits in a collective, then continued: the stop is not time the wait ran, so
+the job completes (it timed out on continuing, no rank having died).
 
 usage: timeout_test.py MPIRUN_PREFIX... -- PATH/TO/zt_comm_tests
 """
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,6 +37,37 @@ def main():
     report = Checks()
     for ok, what in checks:
         report.check(ok, what)
+
+    with tempfile.TemporaryDirectory(prefix="zt_suspend_") as pid_dir:
+        env = dict(os.environ, ZT_COMM_TEST_SCENARIO="suspended", ZT_COMM_TEST_PID_DIR=pid_dir)
+        job = subprocess.Popen(launcher + ["-np", "2", binary], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env=env)
+        files = [os.path.join(pid_dir, f"rank{r}") for r in range(2)]
+        deadline = time.time() + 60
+        while not all(os.path.exists(f) for f in files) and time.time() < deadline and job.poll() is None:
+            time.sleep(0.05)
+        pids = []
+        for f in files:
+            if os.path.exists(f):
+                with open(f) as pid_file:
+                    pids.append(int(pid_file.read()))
+        time.sleep(0.5)  # rank 0 waits in the collective, rank 1 sleeps before it
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(4)  # twice the 2 s timeout
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        try:
+            output, _ = job.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            output, _ = job.communicate()
+        print(output[-2000:])
+        report.check(len(pids) == 2 and job.returncode == 0 and output.count("the collective completed after the "
+                                                                              "suspend\n") == 2
+                     and "did not complete" not in output,
+                     f"a job stopped past its timeout while a rank waits completes once continued "
+                     f"(exit {job.returncode}, {len(pids)} pids)")
     return report.finish()
 
 

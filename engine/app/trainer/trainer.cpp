@@ -293,6 +293,10 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   if (step + 1 >= s.inject_nonfinite_steps.first && step + 1 <= s.inject_nonfinite_steps.second) {
     poison_one_gradient(s.ctx, s.store);
   }
+  // The loss, the gradient norm and the update come after every micro-batch: a timeout there named
+  // the last micro-batch.
+  s.set_comm_context(
+      fmt::format("step {}, after its micro-batches (the loss, the gradient norm, the update)", step + 1));
   const AgreedLoss agreed =
       folds ? gather_loss_and_stop(s, losses)
             : all_reduce_loss_and_stop(s, std::accumulate(losses.begin(), losses.end(), 0.0) / accum);

@@ -30,12 +30,10 @@ CollectiveWatchdog::~CollectiveWatchdog() {
 }
 
 void CollectiveWatchdog::watch(std::string description, std::string context, DoneProbe done, double timeout_s) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline =
-      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    entries_.push_back(Entry{std::move(description), std::move(context), std::move(done), deadline, timeout_s, start});
+    entries_.push_back(
+        Entry{std::move(description), std::move(context), std::move(done), timeout_s, running_.seconds()});
   }
   wake_.notify_all();
 }
@@ -52,7 +50,7 @@ bool CollectiveWatchdog::failed() const {
 
 std::string CollectiveWatchdog::poll_once() {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto now = std::chrono::steady_clock::now();
+  const double now = running_.seconds();
   for (auto it = entries_.begin(); it != entries_.end();) {
     bool done = false;
     try {
@@ -64,13 +62,12 @@ std::string CollectiveWatchdog::poll_once() {
       it = entries_.erase(it);
       continue;
     }
-    if (now > it->deadline) {
+    if (now - it->start_s > it->timeout_s) {
       return fmt::format("{} ({}) did not complete within {:g} s: a rank died, hangs, or never called it",
                          it->description, it->context, it->timeout_s);
     }
     const double grace = std::min(it->timeout_s, stop_grace_seconds());
-    if (seconds_since_stop_signal() > grace && std::chrono::duration<double>(now - it->start).count() > grace &&
-        !stop_grace_suspended()) {
+    if (seconds_since_stop_signal() > grace && now - it->start_s > grace && !stop_grace_suspended()) {
       return fmt::format(
           "{} ({}) was still blocked {:g} s after {} asked this rank to stop: another rank has failed or died; "
           "exiting without a checkpoint",

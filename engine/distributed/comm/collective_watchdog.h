@@ -19,6 +19,8 @@
 #include <string>
 #include <thread>
 
+#include "engine/distributed/comm/running_clock.h"
+
 namespace zt {
 
 class CollectiveWatchdog {
@@ -48,9 +50,8 @@ class CollectiveWatchdog {
   struct Entry {
     std::string description, context;
     DoneProbe done;
-    std::chrono::steady_clock::time_point deadline;
     double timeout_s;
-    std::chrono::steady_clock::time_point start;
+    double start_s;  // running_'s seconds when it was registered
   };
   void run();
   // One pass over the entries; returns the failure message, or empty.
@@ -61,6 +62,7 @@ class CollectiveWatchdog {
   std::function<void()> on_thread_start_;
   std::chrono::milliseconds poll_interval_;
   mutable std::mutex mutex_;
+  RunningClock running_;  // under mutex_: the time the deadlines count, a suspend's left out
   std::condition_variable wake_;
   std::list<Entry> entries_;
   bool stopping_ = false;

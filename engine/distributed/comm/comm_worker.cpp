@@ -8,13 +8,15 @@ namespace zt {
 
 CommWorker::CommWorker() : thread_([this] { run(); }) {}
 
-CommWorker::~CommWorker() {
+CommWorker::~CommWorker() { halt(); }
+
+void CommWorker::halt() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   wake_.notify_one();
-  thread_.join();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
 std::shared_ptr<CommWorker::Completion> CommWorker::submit(Operation op) {
@@ -43,6 +45,7 @@ void CommWorker::run() {
     bool finished_any = false;
     bool earlier_all_posted = true;
     for (auto it = active.begin(); it != active.end();) {
+      if (stop_.load(std::memory_order_acquire)) return;  // halted: nothing more runs or completes
       if (!earlier_all_posted && !it->posted_all) break;  // keep the posting order of every rank
       Progress p;
       try {

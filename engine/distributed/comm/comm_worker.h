@@ -51,6 +51,11 @@ class CommWorker {
   CommWorker& operator=(const CommWorker&) = delete;
 
   std::shared_ptr<Completion> submit(Operation op);
+  // Stops the thread before the job is aborted (MPI_Abort): no operation runs, and no completion
+  // writes into a result, past this call made from another thread (a collective completing during
+  // the abort ran its completion while the process was being torn down: a segfault). From the
+  // worker's own thread (an operation that aborts), it stops after that operation.
+  void halt();
 
  private:
   struct Entry {
@@ -62,8 +67,8 @@ class CommWorker {
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Entry> queue_;  // submitted, not yet seen by the thread
-  bool stop_ = false;
+  std::deque<Entry> queue_;        // submitted, not yet seen by the thread
+  std::atomic<bool> stop_{false};  // set under mutex_ (the waits' predicate), read without it too
   std::thread thread_;
 };
 

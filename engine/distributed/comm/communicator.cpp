@@ -17,6 +17,7 @@
 #include "engine/base/core/console.h"
 #include "engine/distributed/comm/host_staging_device.h"
 #include "engine/distributed/comm/local_communicator.h"
+#include "engine/distributed/comm/running_clock.h"
 #include "engine/distributed/comm/staged_communicator.h"
 #include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/launch/signals.h"
@@ -68,8 +69,9 @@ void Work::wait(bool bounded_by_stop_grace) {
   std::optional<StopGraceSuspended> past_grace;
   if (!bounded_by_stop_grace) past_grace.emplace();
   int spins = 0;
+  RunningClock running(start);  // the timeout counts the time this process ran, not a suspend's
   while (!advance_()) {
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double waited = running.seconds();
     // After a stop request every live rank heads for the step boundary, so a collective that
     // stays blocked for the grace period has a dead peer: give up rather than wait for SIGKILL.
     const double grace = std::min(timeout_s_, stop_grace_seconds());

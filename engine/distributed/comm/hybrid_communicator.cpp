@@ -88,12 +88,13 @@ Work HybridCommunicator::then_across(Work inside, TensorView result, ReduceOp op
         }
         return (*across)->test();
       },
-      fmt::format("hybrid {} ({} x {}) inside the group, then across groups{}", what, result.numel(),
+      fmt::format("rank {} (group {}): hybrid {} ({} x {}) inside the group, then across groups{}",
+                  group_index_ * group_->world_size() + group_->rank(), group_index_, what, result.numel(),
                   dtype_name(result.dtype),
                   across_ == WireDType::kExact ? "" : fmt::format(" as {}", wire_dtype_name(across_))),
       options_.timeout_s, context_ptr(),
       // Past the timeout, end the job as the hops' own backend would (peers may be blocked in them).
-      [this](const std::string& message) { group_->abort_after_timeout(message); });
+      [this](const std::string& message) { abort_after_timeout(message); });
 }
 
 Work HybridCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {

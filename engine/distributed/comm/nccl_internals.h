@@ -23,6 +23,7 @@
 #include "engine/distributed/comm/collective_watchdog.h"
 #include "engine/distributed/comm/nccl_check.h"
 #include "engine/distributed/comm/nccl_communicator.h"
+#include "engine/distributed/comm/running_clock.h"
 
 namespace zt {
 
@@ -62,7 +63,7 @@ struct NcclCommunicator::Impl {
   // host time, 40 ms a stage-3 micro-batch of GPT-2). nccl_mutex held, or no watchdog yet.
   void settle(const char* what, double timeout_s) {
     const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + std::chrono::duration<double>(timeout_s);
+    RunningClock running(start);  // a suspend of the job is not counted (running_clock.h)
     for (;;) {
       // Another thread is failing the communicator (fail()): out of its way, nccl_mutex released
       // by the unwinding, so that its abort does not run under this thread's NCCL call.
@@ -71,7 +72,7 @@ struct NcclCommunicator::Impl {
       ZT_NCCL_CHECK(ncclCommGetAsyncError(comm, &state), comm);
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) nccl_check(state, comm, what, __FILE__, __LINE__);
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (running.seconds() > timeout_s) {
         watchdog.reset();  // its thread polls `comm`: stopped before the comm is aborted under it
         ncclCommAbort(comm);
         comm = nullptr;

@@ -10,7 +10,8 @@
 //   all_reduce      inside the group, then across the groups;
 //   broadcast       inside the group (every group holds the same values).
 // With deterministic reductions each hop sums in its fixed rank order, so the bits are the same
-// every run and at every ZeRO stage, and within fp32 rounding of the one-hop sum (g = N).
+// every run and at every ZeRO stage, and within fp32 rounding of the one-hop sum (g = N) (a bf16
+// gradient then rounds once from either sum: the two may round to other bf16 values).
 #pragma once
 
 #include <memory>

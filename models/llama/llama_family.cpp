@@ -223,7 +223,9 @@ class LlamaFamily final : public ModelFamily {
     }
     if (r.boolean_or("attention_bias", false)) r.refuse("attention_bias", "zerotrain's Llama has no attention biases");
     if (r.boolean_or("mlp_bias", false)) r.refuse("mlp_bias", "zerotrain's Llama has no MLP biases");
-    if (r.integer_or("head_dim", C / heads) != C / heads || C % heads != 0) {
+    // The key a width that heads do not divide is given by (head_dim refused where it is absent).
+    if (C % heads != 0) r.refuse("hidden_size", "zerotrain's Llama needs num_attention_heads to divide it");
+    if (r.integer_or("head_dim", C / heads) != C / heads) {
       r.refuse("head_dim", "zerotrain's Llama heads are hidden_size / num_attention_heads wide");
     }
     // transformers before 4.45 computes the products in pretraining_tp slices of width / tp, and

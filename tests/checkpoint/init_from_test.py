@@ -767,6 +767,9 @@ def main():
          ["llama_null_type/config.json: rope_scaling", "names no rope_type"]),
         ("pretraining_tp that does not divide the vocabulary", llama_variant("llama_tp", pretraining_tp=3), [],
          ["llama_tp/config.json: pretraining_tp = 3", "set it to 1"]),
+        # The width the heads do not divide is named (it was head_dim, which the file does not set).
+        ("a width the heads do not divide", llama_variant("llama_width", hidden_size=34), [],
+         ["llama_width/config.json: hidden_size = 34", "num_attention_heads to divide it"]),
         ("conflicting model keys", gpt_folder, ["--set", "model.n_layer=4", "--set", "model.n_embd=64"],
          ["model.n_layer = 4", "the checkpoint has 2", "model.n_embd = 64", "--set model.n_embd=64"]),
         ("a tensor the config needs but the file lacks", os.path.join(work, "broken"), [],

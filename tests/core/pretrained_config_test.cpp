@@ -2,6 +2,7 @@
 // tokens' ids a run carries into its exports are tokens of the model's vocabulary (one, or a list),
 // or none (an id of 2^40 or -1 was carried into every export's config.json).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/app/io/pretrained.h"
+#include "tests/data/data_test_util.h"
 
 namespace zt {
 namespace {
@@ -67,6 +69,17 @@ TEST(PretrainedConfig, GenerationConfigsEndOfTextTokensComeFirst) {
   EXPECT_EQ(ids_with(R"({"eos_token_id": 50})"), (nlohmann::json{{"bos_token_id", 49}}));
   EXPECT_EQ(ids_with(R"({"eos_token_id": )"), (nlohmann::json{{"bos_token_id", 49}, {"eos_token_id", 3}}));
   EXPECT_EQ(ids_with("[1, 2]"), (nlohmann::json{{"bos_token_id", 49}, {"eos_token_id", 3}}));
+  // Not a regular file: refused naming it, as every input (a FIFO hung every command that reads the
+  // folder; a directory failed with the stream's words, exit 1).
+  std::filesystem::remove(dir / "generation_config.json");
+  ASSERT_EQ(mkfifo((dir / "generation_config.json").c_str(), 0600), 0);
+  data::testing::expect_input_error([&] { read_pretrained_model(dir.string()); },
+                                    {"generation_config.json", "FIFO that nothing writes"});
+  std::filesystem::remove(dir / "generation_config.json");
+  std::filesystem::create_directory(dir / "generation_config.json");
+  data::testing::expect_input_error([&] { read_pretrained_model(dir.string()); },
+                                    {"generation_config.json", "is a directory"});
+  std::filesystem::remove(dir / "generation_config.json");
 }
 
 }  // namespace

@@ -96,6 +96,22 @@ TEST(Safetensors, DamagedFilesAreRefusedWithTheirName) {
     EXPECT_NE(std::string(e.what()).find("bad.safetensors"), std::string::npos);
   }
 
+  // A tensor named twice in the header: the parser kept the last entry, read silently.
+  const std::string twice = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                            R"("a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})";
+  std::vector<char> dup(8, 0);
+  const std::uint64_t twice_length = twice.size();
+  std::memcpy(dup.data(), &twice_length, 8);
+  dup.insert(dup.end(), twice.begin(), twice.end());
+  dup.resize(dup.size() + 16, 0);
+  write_all(bad, dup);
+  try {
+    read_safetensors(bad);
+    ADD_FAILURE() << "a tensor named twice taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.safetensors: the header names 'a' twice"), std::string::npos) << e.what();
+  }
+
   write_all(bad, std::vector<char>(raw.begin(), raw.begin() + 5));
   EXPECT_THROW(read_safetensors(bad), InputError);
   EXPECT_THROW(read_safetensors(temp_path("missing.safetensors")), InputError);

@@ -123,6 +123,28 @@ def main():
     checks.check(p.returncode == 0 and p.stdout.count("JULIET:") == 1,
                  f"sample under mpirun -np 2: rank 0 alone prints the sample ({p.stdout!r})")
 
+    # A tokenizer whose template puts a token past the model's vocabulary before every prompt: refused
+    # before the first step, naming the key (the run trained, then failed an internal check at its
+    # first sample, or sampled from a padding row).
+    with open(os.path.join(shards, "tokenizer.json")) as f:
+        past = json.load(f)
+    past["post_processor"] = {"type": "TemplateProcessing",
+                              "single": [{"SpecialToken": {"id": "<x>", "type_id": 0}},
+                                         {"Sequence": {"id": "A", "type_id": 0}}],
+                              "pair": [], "special_tokens": {"<x>": {"id": "<x>", "ids": [600], "tokens": ["<x>"]}}}
+    past_file = os.path.join(work, "template_past_vocab.json")
+    with open(past_file, "w") as f:
+        json.dump(past, f)
+    run_past = os.path.join(work, "run_past")
+    p = subprocess.run([binary, "train", "--config", config, "--run-dir", run_past, "--set", "zero.stage=0",
+                        "--set", f"data.tokenizer_file={past_file}", "--set", "train.max_steps=3"],
+                       capture_output=True, text=True, timeout=300)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    steps = [r for r in train_records(run_past) if r["type"] == "train"] if os.path.exists(os.path.join(run_past, "metrics.jsonl")) else []
+    checks.check(p.returncode == 2 and len(lines) == 1 and "log.sample_prompt encodes to token 600" in lines[0]
+                 and not steps, f"a prompt's template token past the vocabulary: refused before a step ({lines}, "
+                 f"{len(steps)} steps)")
+
     ckpt = os.path.join(run_dir, "checkpoints")
     sharded, whole = os.path.join(work, "export_sharded"), os.path.join(work, "export_whole")
     p = subprocess.run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", sharded, "--max-shard-size",

@@ -69,5 +69,35 @@ TEST(VocabTokenizerJson, IdsThatDoNotNumberTheTokensOnceAreRefused) {
   expect_input_error([&] { char_vocab_of_tokenizer_json(multi, "t.json"); }, {"t.json", "exactly one character"});
 }
 
+// A tokenizer.json's ids are whole numbers from 0 (a template's special-token ids were read unchecked:
+// -7 failed an internal check at the first sample, 2^40 was read as token 0, 3.7 as 3); an added
+// token of empty content is refused (matched at every position, a prompt's encoding grew without
+// end); a decoder or model whose "type" is no string is not the character form, nor a crash.
+TEST(VocabTokenizerJson, HostileIdsAndTokensAreRefusedNamingTheFile) {
+  const nlohmann::json byte_form = nlohmann::json::parse(tokenizer_json_of_vocab(Vocab::byte_level()).dump());
+  for (const nlohmann::json& id : {nlohmann::json(-7), nlohmann::json(1ll << 40), nlohmann::json(3.7)}) {
+    nlohmann::json j = byte_form;
+    j["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "X"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"special_tokens", {{"X", {{"id", "X"}, {"ids", {id}}, {"tokens", {"X"}}}}}}};
+    expect_input_error([&] { Tokenizer::from_json(j, "t.json"); }, {"t.json", "token 'X' has id " + id.dump()});
+    nlohmann::json vocab_id = byte_form;
+    vocab_id["model"]["vocab"].begin().value() = id;
+    expect_input_error([&] { Tokenizer::from_json(vocab_id, "t.json"); }, {"t.json", "has id " + id.dump()});
+  }
+  nlohmann::json empty = byte_form;
+  empty["added_tokens"] = nlohmann::json::array({{{"id", 256}, {"content", ""}}});
+  expect_input_error([&] { Tokenizer::from_json(empty, "t.json"); }, {"t.json", "added token 256 has empty content"});
+  nlohmann::json chars = nlohmann::json::parse(tokenizer_json_of_vocab(Vocab::build_char("ab")).dump());
+  nlohmann::json numbered_decoder = chars, numbered_model = chars;
+  numbered_decoder["decoder"]["type"] = 5;
+  numbered_model["model"]["type"] = 5;
+  for (const nlohmann::json& j : {numbered_decoder, numbered_model}) {
+    EXPECT_FALSE(char_vocab_of_tokenizer_json(j, "t.json").has_value()) << j.dump();
+    expect_input_error([&] { Tokenizer::from_json(j, "t.json"); }, {"t.json"});
+  }
+}
+
 }  // namespace
 }  // namespace zt::data

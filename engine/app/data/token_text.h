@@ -32,6 +32,7 @@ class TokenText {
   static TokenText from_tokenizer_file(const std::string& path);
 
   bool has() const { return tokenizer_.has_value() || vocab_.has_value(); }
+  bool is_tokenizer() const { return tokenizer_.has_value(); }  // a byte-level BPE's, not a vocabulary
   // A prompt's tokens: a tokenizer.json's Tokenizer::encode_prompt (its template's leading special
   // tokens, then the text's; only those for an empty text), a vocabulary's, or none.
   std::vector<std::int32_t> encode_prompt(std::string_view text) const;

@@ -39,26 +39,6 @@ const ByteMap& byte_map() {
   return m;
 }
 
-// The ids of the special tokens a TemplateProcessing puts before the sequence in its "single"
-// template, in a post_processor that is one or holds one in a Sequence; none otherwise.
-std::vector<std::int32_t> template_prefix(const nlohmann::json& post) {
-  if (!post.is_object()) return {};
-  if (post.value("type", "") == "Sequence") {
-    for (const nlohmann::json& p : post.value("processors", nlohmann::json::array())) {
-      if (std::vector<std::int32_t> ids = template_prefix(p); !ids.empty()) return ids;
-    }
-    return {};
-  }
-  if (post.value("type", "") != "TemplateProcessing") return {};
-  std::vector<std::int32_t> ids;
-  for (const nlohmann::json& piece : post.at("single")) {
-    if (piece.contains("Sequence")) break;
-    const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
-    for (const nlohmann::json& id : post.at("special_tokens").at(name).at("ids")) ids.push_back(id.get<std::int32_t>());
-  }
-  return ids;
-}
-
 }  // namespace
 
 const std::array<std::string, 256>& byte_level_chars() { return byte_map().to_char; }
@@ -67,14 +47,41 @@ Tokenizer Tokenizer::load(const std::string& path) { return from_json(read_json_
 
 namespace {
 
-// A token's id as the file gives it, refused where it is negative or past any real vocabulary (the
-// table of tokens by id is sized by the largest).
-std::int32_t checked_id(std::int64_t id, const std::string& token, const std::string& path) {
+// A token's id as the file gives it, refused where it is no integer (3.7 was read as 3, 2^40 as 0),
+// negative or past any real vocabulary (the table of tokens by id is sized by the largest).
+std::int32_t checked_id(const nlohmann::json& value, const std::string& token, const std::string& path) {
   constexpr std::int64_t kMaxVocabulary = std::int64_t{1} << 24;
-  if (id < 0 || id >= kMaxVocabulary) {
-    throw_input_error("{}: token '{}' has id {} (ids run from 0 to below {})", path, token, id, kMaxVocabulary);
+  const bool integer =
+      value.is_number_integer() &&
+      (value.is_number_unsigned() ? value.get<std::uint64_t>() < std::uint64_t{kMaxVocabulary}
+                                  : value.get<std::int64_t>() >= 0 && value.get<std::int64_t>() < kMaxVocabulary);
+  if (!integer) {
+    throw_input_error("{}: token '{}' has id {} (ids are integers from 0 to below {})", path, token, value.dump(),
+                      kMaxVocabulary);
   }
-  return static_cast<std::int32_t>(id);
+  return static_cast<std::int32_t>(value.get<std::int64_t>());
+}
+
+// The ids of the special tokens a TemplateProcessing puts before the sequence in its "single"
+// template, in a post_processor that is one or holds one in a Sequence; none otherwise.
+std::vector<std::int32_t> template_prefix(const nlohmann::json& post, const std::string& path) {
+  if (!post.is_object()) return {};
+  if (post.value("type", "") == "Sequence") {
+    for (const nlohmann::json& p : post.value("processors", nlohmann::json::array())) {
+      if (std::vector<std::int32_t> ids = template_prefix(p, path); !ids.empty()) return ids;
+    }
+    return {};
+  }
+  if (post.value("type", "") != "TemplateProcessing") return {};
+  std::vector<std::int32_t> ids;
+  for (const nlohmann::json& piece : post.at("single")) {
+    if (piece.contains("Sequence")) break;
+    const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
+    for (const nlohmann::json& id : post.at("special_tokens").at(name).at("ids")) {
+      ids.push_back(checked_id(id, name, path));
+    }
+  }
+  return ids;
 }
 
 }  // namespace
@@ -110,19 +117,22 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
     }
     t.ignore_merges_ = model.value("ignore_merges", false);
     for (const auto& [token, id] : model.at("vocab").items()) {
-      const auto i = checked_id(id.get<std::int64_t>(), token, path);
+      const auto i = checked_id(id, token, path);
       t.vocab_[token] = i;
       if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
       t.id_to_token_[static_cast<std::size_t>(i)] = token;
     }
     for (const nlohmann::json& a : j.value("added_tokens", nlohmann::json::array())) {
       const std::string content = a.at("content").get<std::string>();
-      const auto i = checked_id(a.at("id").get<std::int64_t>(), content, path);
+      const auto i = checked_id(a.at("id"), content, path);
+      // Matched at every position of a prompt, an empty one never advanced: the encoding grew
+      // without end (a sample hung, a run's first sample ran out of memory).
+      if (content.empty()) throw_input_error("{}: added token {} has empty content", path, i);
       if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
       t.id_to_token_[static_cast<std::size_t>(i)] = content;
       t.added_[content] = i;
     }
-    t.prompt_prefix_ = template_prefix(j.value("post_processor", nlohmann::json()));
+    t.prompt_prefix_ = template_prefix(j.value("post_processor", nlohmann::json()), path);
     int rank = 0;
     for (const nlohmann::json& m : model.at("merges")) {  // "a b", or ["a", "b"] (tokenizers >= 0.20)
       t.merge_rank_.emplace(

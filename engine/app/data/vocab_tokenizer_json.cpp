@@ -59,14 +59,18 @@ nlohmann::ordered_json fast_tokenizer_config(int model_max_length) {
 
 std::optional<Vocab> char_vocab_of_tokenizer_json(const nlohmann::json& j, const std::string& path) {
   const auto is_null = [&](const char* key) { return !j.contains(key) || j[key].is_null(); };
+  // An object's "type" where it is a string, else "" (a number there threw the library's type error).
+  const auto type_of = [](const nlohmann::json& o) {
+    return o.is_object() && o.contains("type") && o["type"].is_string() ? o["type"].get<std::string>() : "";
+  };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || !is_null("pre_tokenizer") ||
-      !is_null("normalizer") || !is_null("post_processor") || !j.contains("decoder") || !j["decoder"].is_object() ||
-      j["decoder"].value("type", "") != "Fuse") {
+      !is_null("normalizer") || !is_null("post_processor") || !j.contains("decoder") ||
+      type_of(j["decoder"]) != "Fuse") {
     return std::nullopt;
   }
   const nlohmann::json& model = j["model"];
   const nlohmann::json added = j.value("added_tokens", nlohmann::json::array());
-  if (model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object() ||
+  if (type_of(model) != "BPE" || !model.contains("vocab") || !model["vocab"].is_object() ||
       !model.value("merges", nlohmann::json::array()).empty() || !added.empty()) {
     return std::nullopt;
   }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/app/io/input_file.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/output_file.h"
@@ -142,9 +143,15 @@ PretrainedModel read_pretrained_model(const std::string& path) {
     // or the file does not parse (transformers then falls back to the model's config). So do
     // sample --from and a run started from the folder, whose samples stop there and whose export's
     // config.json carries the ids.
-    std::ifstream generation(fs::path(path) / "generation_config.json");
+    // Read as every input is (a FIFO hung every command that reads the folder; a directory failed
+    // with the stream's words, exit 1).
+    const fs::path generation = fs::path(path) / "generation_config.json";
+    std::error_code ec;
     const nlohmann::json doc =
-        generation ? nlohmann::json::parse(generation, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
+        fs::exists(generation, ec) || fs::is_symlink(generation, ec)
+            ? nlohmann::json::parse(read_whole_input(generation.string(), "generation config"), nullptr,
+                                    /*allow_exceptions=*/false)
+            : nlohmann::json();
     if (doc.is_object()) {
       const nlohmann::json eos = doc.contains("eos_token_id") ? in_vocabulary_ids(doc["eos_token_id"]) : nullptr;
       if (eos.is_null()) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -156,12 +157,26 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
     throw_input_error("{}: cannot read its {}-byte header", path, header_len);
   }
   SafetensorsHeader header;
+  // A tensor named twice: the parser keeps the last entry, which was read silently (Python's
+  // safetensors refuses the file).
+  std::set<std::string> names;
+  std::string twice;
+  const nlohmann::json::parser_callback_t depth_limit = json_depth_limit(path);
+  const nlohmann::json::parser_callback_t check = [&](int depth, nlohmann::json::parse_event_t event,
+                                                      nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && twice.empty() &&
+        !names.insert(parsed.get<std::string>()).second) {
+      twice = parsed.get<std::string>();
+    }
+    return depth_limit(depth, event, parsed);
+  };
   try {
-    header.json = nlohmann::json::parse(text, json_depth_limit(path));
+    header.json = nlohmann::json::parse(text, check);
   } catch (const nlohmann::json::exception& e) {
     throw_input_error("{}: malformed JSON header: {}", path, e.what());
   }
   if (!header.json.is_object()) throw_input_error("{}: header is not a JSON object", path);
+  if (!twice.empty()) throw_input_error("{}: the header names '{}' twice", path, twice);
   header.data_start = 8 + static_cast<std::int64_t>(header_len);
   header.data_size = file_size - header.data_start;
   check_layout(header, path);

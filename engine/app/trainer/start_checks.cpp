@@ -34,18 +34,26 @@ fs::path nearest_existing(fs::path p) {
 
 }  // namespace
 
-void check_before_training(const RunConfig& c, const data::Vocab* vocab) {
+void check_before_training(const RunConfig& c, const data::TokenText& text) {
   // Only what the run will do: a run that samples nothing (log.sample_tokens = 0) never encodes
   // its prompt, so the prompt is not checked.
-  if (vocab != nullptr && c.log.samples()) {
-    try {
-      (void)vocab->encode(c.log.sample_prompt);
-    } catch (const InputError& e) {
-      throw_input_error(
-          "config error in {}: log.sample_prompt cannot be sampled from: {} (the dataset's vocabulary; "
-          "the run would fail at its first sample)",
-          c.sources_of({"log.sample_prompt"}), e.what());
-    }
+  if (!text.has() || !c.log.samples()) return;
+  const std::string which = text.is_tokenizer() ? "the run's tokenizer" : "the dataset's vocabulary";
+  std::vector<std::int32_t> ids;
+  try {
+    ids = text.encode_prompt(c.log.sample_prompt);
+  } catch (const InputError& e) {
+    throw_input_error(
+        "config error in {}: log.sample_prompt cannot be sampled from: {} ({}; the run would fail at its first "
+        "sample)",
+        c.sources_of({"log.sample_prompt"}), e.what(), which);
+  }
+  for (const std::int32_t id : ids) {
+    if (id >= 0 && id < c.model.vocab_size) continue;
+    throw_input_error(
+        "config error in {}: log.sample_prompt encodes to token {} ({}), outside the model's vocabulary of {} (the "
+        "run would fail, or sample from a padding row, at its first sample)",
+        c.sources_of({"log.sample_prompt", "data.tokenizer_file"}), id, which, c.model.vocab_size);
   }
 }
 

@@ -125,7 +125,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     state_->locks.push_back(lock);
     if (!lock->note().empty()) state_->progress.message(lock->note());
   }
-  check_before_training(config_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
+  check_before_training(config_, state_->data.text());
 }
 
 void Trainer::check_folder_shared(Communicator& comm) const {

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "engine/base/core/check.h"
 
@@ -124,9 +125,14 @@ Blas& load_blas() {
     } else {
       blas.info.core_type_source = "library default";
     }
-    const char* candidates[] = {std::getenv("ZT_OPENBLAS_LIB"),
-                                "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0", "libopenblas.so.0",
-                                "libopenblas.so"};
+    // ZT_OPENBLAS_LIB names another build (a pthread one, a vendor's): that one or none (a bad path
+    // fell back to the default library in silence).
+    const char* chosen = std::getenv("ZT_OPENBLAS_LIB");
+    if (chosen != nullptr && *chosen == '\0') chosen = nullptr;
+    const std::vector<const char*> candidates =
+        chosen != nullptr ? std::vector<const char*>{chosen}
+                          : std::vector<const char*>{"/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
+                                                     "libopenblas.so.0", "libopenblas.so"};
     void* handle = nullptr;
     std::string first_error;
     {
@@ -140,6 +146,9 @@ Blas& load_blas() {
         }
         if (first_error.empty()) first_error = dlerror();
       }
+    }
+    if (handle == nullptr && chosen != nullptr) {
+      throw_runtime_error("cannot load OpenBLAS from ZT_OPENBLAS_LIB={} ({})", chosen, first_error);
     }
     if (handle == nullptr) {  // not installed, or a limit (ulimit -v, -n) that its load met
       throw_runtime_error("cannot load OpenBLAS ({}): tools/setup.sh installs libopenblas-dev", first_error);

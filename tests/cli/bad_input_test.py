@@ -769,7 +769,22 @@ def main():
                           text=True, timeout=120, env=stray)
     lines = proc.stderr.strip().splitlines()
     report("sample as a stray rank 1", proc.returncode == 0 and len(lines) == 1 and "rank 1 of 2 (ZT_RANK)" in
-           lines[0] and "rank 0 alone samples" in lines[0] and proc.stdout == "", proc.returncode, lines[-1:])
+           lines[0] and "rank 0 alone prints" in lines[0] and proc.stdout == "", proc.returncode, lines[-1:])
+    # ZT_OPENBLAS_LIB naming no library: said, not the default library taken in silence.
+    proc = subprocess.run([binary, "train", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--run-dir",
+                           run_dir + "_blas", "--set", "train.max_steps=1"], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, ZT_OPENBLAS_LIB="/nonexistent/libopenblas.so"))
+    lines = proc.stderr.strip().splitlines()
+    report("ZT_OPENBLAS_LIB naming nothing", proc.returncode == 1 and len(lines) == 1 and
+           "ZT_OPENBLAS_LIB=/nonexistent/libopenblas.so" in lines[0], proc.returncode, lines[-1:])
+    # memory and plan likewise: under a launcher each rank printed the same (two JSON documents).
+    for command in (["memory", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--ranks", "2", "--json"],
+                    ["plan", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--ranks", "2",
+                     "--device-memory", "1GiB", "--json"]):
+        proc = subprocess.run([binary, *command], capture_output=True, text=True, timeout=120, env=stray)
+        lines = proc.stderr.strip().splitlines()
+        report(f"{command[0]} as a stray rank 1", proc.returncode == 0 and proc.stdout == "" and len(lines) == 1 and
+               f"zerotrain {command[0]}: rank 1 of 2 (ZT_RANK)" in lines[0], proc.returncode, lines[-1:])
     # Output that cannot be written (a full disk; /dev/full) is an error, not a silent exit 0.
     if os.path.exists("/dev/full"):
         with open("/dev/full", "w") as full:

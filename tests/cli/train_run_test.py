@@ -319,6 +319,8 @@ def main():
     check(len(err_lines) == 1 and err_lines[0].startswith("zerotrain: error: step 4: non-finite gradient") and
           not any(line.startswith("error:") for line in p.stdout.splitlines()),
           f"the stop is explained in one error line naming the step ({err_lines})")
+    check("note: test hook ZT_TEST_NONFINITE_AT_STEP is set: a gradient element is made NaN at step 4" in p.stdout,
+          f"the run says the hook is set (nothing named it) ({p.stdout[-300:]!r})")
     check(not os.path.exists(os.path.join(run_c, "final.safetensors")), "no weights are written after a NaN stop")
     nonfinite = [r for r in records(run_c) if r["type"] == "nonfinite"]
     step3 = [r for r in records(run_c) if r["type"] == "train" and r["step"] == 3]

@@ -131,7 +131,8 @@ TEST(StopSignalDeathTest, ASecondSigtermOrSigintEndsTheProcessAtOnce) {
           std::raise(sig);  // ends the process
           std::exit(0);
         },
-        testing::ExitedWithCode(128 + sig), "a second stop signal: exiting now, without a checkpoint")
+        testing::ExitedWithCode(128 + sig),
+        "a second stop signal: exiting now \\(a checkpoint this stop was writing is left incomplete")
         << signal_name(sig);
   }
 }
@@ -159,7 +160,8 @@ TEST(StopSignalDeathTest, AfterSigusr1OrAHangUpTheSecondSigtermOrSigintEndsThePr
           std::raise(then);  // the second of those: ends the process
           std::exit(0);
         },
-        testing::ExitedWithCode(128 + then), "a second stop signal: exiting now, without a checkpoint")
+        testing::ExitedWithCode(128 + then),
+        "a second stop signal: exiting now \\(a checkpoint this stop was writing is left incomplete")
         << signal_name(first);
   }
 }

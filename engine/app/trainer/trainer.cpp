@@ -126,6 +126,17 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     if (!lock->note().empty()) state_->progress.message(lock->note());
   }
   check_before_training(config_, state_->data.text());
+  // A test hook left in the environment changes what the run does: said, not silent (a run failed
+  // with "non-finite gradient" and nothing named the hook; every save took seconds more).
+  if (const auto [first, last] = state_->inject_nonfinite_steps; first > 0) {
+    state_->progress.message(
+        fmt::format("note: test hook ZT_TEST_NONFINITE_AT_STEP is set: a gradient element is made NaN at step{} {}{}",
+                    last > first ? "s" : "", first, last > first ? fmt::format("-{}", last) : ""));
+  }
+  if (const char* pause = std::getenv("ZT_TEST_CHECKPOINT_PAUSE_MS"); pause != nullptr && *pause != '\0') {
+    state_->progress.message(fmt::format(
+        "note: test hook ZT_TEST_CHECKPOINT_PAUSE_MS={} is set: every checkpoint save waits that long", pause));
+  }
 }
 
 void Trainer::check_folder_shared(Communicator& comm) const {

@@ -123,7 +123,12 @@ std::atomic<std::int64_t> g_followup_ns{0};
 std::atomic<bool> g_under_mpirun{false};
 std::atomic<bool> g_stop_handlers_installed{false};
 // What a second stop request prints as it ends the process (a static string: read in the handler).
-std::atomic<const char*> g_second_stop_line{"zerotrain: a second stop signal: exiting now, without a checkpoint\n"};
+// Whether the stop's save had begun, or even completed, is not known here (a handler writes only a
+// fixed line): the line says what holds either way (it said "without a checkpoint" where the stop's
+// checkpoint was complete, and --resume latest took it).
+std::atomic<const char*> g_second_stop_line{
+    "zerotrain: a second stop signal: exiting now (a checkpoint this stop was writing is left incomplete; --resume "
+    "latest takes the newest complete one)\n"};
 // What the first request prints at once, one line a signal (rank 0 or a lone process only): a
 // stop can take a step and a save to act on, and a user who sees nothing presses again, which
 // ends the process without its checkpoint. Preformatted at installation (the handler only writes).

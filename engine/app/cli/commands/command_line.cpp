@@ -13,6 +13,7 @@
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 #include "engine/base/core/console.h"
+#include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace {
@@ -123,5 +124,15 @@ int run_command(const std::vector<std::string>& all) {
 }
 
 }  // namespace
+
+bool quiet_past_rank_zero(const char* command) {
+  const LaunchInfo launch = detect_launch();
+  if (launch.rank <= 0) return false;
+  if (launch.source != "OpenMPI" && launch.source != "PMI") {
+    print_stderr(fmt::format("{}: rank {} of {} ({}): rank 0 alone prints; this rank prints nothing\n", command,
+                             launch.rank, launch.world_size, launch.source));
+  }
+  return true;
+}
 
 }  // namespace zt::cli

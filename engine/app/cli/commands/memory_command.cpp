@@ -394,6 +394,7 @@ int memory_main(const std::vector<std::string>& args) {
   }
   const int ranks = parser.get_int("ranks", 1, 1, kMaxPredictedRanks);
   const bool json = parser.has("json");
+  if (quiet_past_rank_zero("zerotrain memory")) return 0;  // --ranks says how many; a launch prints once
   return paper ? memory_paper_table(parser, ranks, json) : config_table(parser, ranks, json);
 }
 

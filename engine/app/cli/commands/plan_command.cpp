@@ -195,6 +195,7 @@ int plan_main(const std::vector<std::string>& args) {
     return 0;
   }
   const int ranks = parser.get_int("ranks", 1, 1, kMaxPredictedRanks);
+  if (quiet_past_rank_zero("zerotrain plan")) return 0;  // --ranks says how many; a launch prints once
   const std::int64_t budget = parse_size("--device-memory", parser.get("device-memory"));
   const std::string profile_path = parser.has("profile") ? parser.get("profile") : default_profile();
   if (profile_path.empty()) {

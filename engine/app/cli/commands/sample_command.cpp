@@ -17,7 +17,6 @@
 #include "engine/app/data/utf8.h"
 #include "engine/app/trainer/text_sampler.h"
 #include "engine/base/core/console.h"
-#include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace zt::cli {
@@ -234,7 +233,6 @@ int sample_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  const LaunchInfo launch = detect_launch();
   WeightSource source = resolve_weight_source(parser, "sample");
   const std::string threads_note = fit_threads_to_idle_cores(parser, source);
   for (const std::string& note : source.notes) print_err("{}\n", note);
@@ -268,13 +266,7 @@ int sample_main(const std::vector<std::string>& args) {
   // for it (a rank past 0 has nothing to send). Outside mpirun, where a rank variable may be one
   // left in the environment (ZT_RANK=1, a torchrun worker's RANK), such a rank says why it prints
   // nothing rather than exiting 0 in silence.
-  if (launch.rank > 0) {
-    if (launch.source != "OpenMPI" && launch.source != "PMI") {
-      print_err("zerotrain sample: rank {} of {} ({}): rank 0 alone samples and prints; this rank prints nothing\n",
-                launch.rank, launch.world_size, launch.source);
-    }
-    return 0;
-  }
+  if (quiet_past_rank_zero("zerotrain sample")) return 0;
   StandaloneModel model(source);
   source.checkpoint.reset();  // loaded: a live run's keep_last may take its checkpoint now
   if (!text.has()) {          // what stdout will hold, where it is no text (said once the weights are sound)

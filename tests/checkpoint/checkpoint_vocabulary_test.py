@@ -131,6 +131,18 @@ def main():
             exported = json.load(f)["model"]["vocab"]
     checks.check(p.returncode == 0 and exported == own["model"]["vocab"] and f"vocabulary is {tokenizer}" in p.stderr,
                  f"... with it back, exported with it, said ({p.stderr.strip()[-300:]})")
+    # The run directory's tokenizer.json replaced by one zerotrain does not read (a WordPiece
+    # model): refused by the export, as sample and the run would refuse it (it was copied, exit 0).
+    run_tokenizer = os.path.join(third, "tokenizer.json")
+    shutil.copy(run_tokenizer, run_tokenizer + ".kept")
+    with open(run_tokenizer, "w") as f:
+        json.dump({"model": {"type": "WordPiece", "vocab": {"a": 0}}}, f)
+    out_wordpiece = os.path.join(work, "export_wordpiece")
+    p = run("ckpt", "export", os.path.join(third, "checkpoints"), "--format", "hf", "--out", out_wordpiece)
+    checks.check(p.returncode == 2 and len(lines(p)) == 1 and "not one it could have trained with" in lines(p)[0] and
+                 not os.path.exists(os.path.join(out_wordpiece, "tokenizer.json")),
+                 f"a run tokenizer zerotrain does not read: the export refuses it ({lines(p)})")
+    os.replace(run_tokenizer + ".kept", run_tokenizer)
 
     # A run resumed with another seed (--allow-config-change): its earlier checkpoints, in its own
     # folder, are its trajectory's, read with the directory's copy (they were refused as a later

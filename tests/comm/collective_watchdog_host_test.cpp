@@ -144,15 +144,16 @@ TEST(RunningClock, CountsThePollsGapsButNotASuspend) {
   const auto t0 = RunningClock::Clock::now();
   RunningClock clock(t0);
   EXPECT_DOUBLE_EQ(clock.seconds(t0 + 10ms), 0.01);
-  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 10ms + 300s), 0.01) << "a suspend of 5 minutes";
-  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 30ms + 300s), 0.03);
-  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 20ms + 300s), 0.03) << "an earlier time counts nothing";
-  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 40ms + 300s), 0.04);
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 10ms + 300s), 1.01) << "a suspend of 5 minutes counts a second";
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 30ms + 300s), 1.03);
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 20ms + 300s), 1.03) << "an earlier time counts nothing";
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 40ms + 300s), 1.04);
+  EXPECT_DOUBLE_EQ(clock.seconds(t0 + 40ms + 301500ms), 2.04) << "a slow poll still counts its second";
 }
 
 // A watchdog thread that did not run for longer than the timeout (its process stopped; here a probe
-// that blocks 1.2 s) does not report the collective on continuing: it was seen in flight only within
-// the time the thread ran, and completes after.
+// that blocks 2.5 s, past the 1.5 s timeout) does not report the collective on continuing: the gap
+// counts one second, and the collective completes after.
 TEST(CollectiveWatchdog, ATimeTheProcessDidNotRunIsNotCountedTowardsTheDeadline) {
   Reports reports;
   std::atomic<int> probes{0};
@@ -161,10 +162,10 @@ TEST(CollectiveWatchdog, ATimeTheProcessDidNotRunIsNotCountedTowardsTheDeadline)
       "NCCL all_reduce of 2 f32 elements", "step 4 micro-batch 0",
       [&] {
         const int n = ++probes;
-        if (n == 1) std::this_thread::sleep_for(1200ms);
+        if (n == 1) std::this_thread::sleep_for(2500ms);
         return n >= 3;  // in flight when polled again after the gap, then complete
       },
-      0.5);
+      1.5);
   ASSERT_TRUE(eventually([&] { return dog.in_flight() == 0 || reports.size() > 0; }));
   EXPECT_EQ(reports.size(), 0u) << (reports.size() > 0 ? reports.messages[0] : "");
   EXPECT_FALSE(dog.failed());

@@ -3,9 +3,13 @@
 // stopped past its timeout while a rank waits (see timeout_test.py).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdlib>
+
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -44,8 +48,9 @@ int run_timeout_scenario() {
 }
 
 // Each rank writes its pid into ZT_COMM_TEST_PID_DIR; rank 0 then waits in a collective that rank
-// 1 joins 1.5 s later, while timeout_test.py stops every rank (SIGSTOP) for twice the timeout and
-// continues them. The stop is not time the wait ran: the collective completes on every rank.
+// 1 joins once timeout_test.py, having stopped every rank (SIGSTOP) for twice the 3 s timeout and
+// continued them, writes the folder's "go" file. The stop counts a second of the wait, not its
+// length: the collective completes on every rank; rank 0 prints how long its wait took.
 int run_suspended_scenario() {
   zt::Communicator& c = zt::test_comm();
   const char* dir = std::getenv("ZT_COMM_TEST_PID_DIR");
@@ -54,12 +59,20 @@ int run_suspended_scenario() {
   std::ofstream(path + ".tmp") << getpid() << "\n";
   std::rename((path + ".tmp").c_str(), path.c_str());
   c.barrier();
-  if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  if (c.rank() == 1) {  // outside any collective until the job has been stopped and continued
+    const std::string go = std::string(dir) + "/go";
+    for (int i = 0; i < 6000 && !std::filesystem::exists(go); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   c.set_context("step 3");
   std::vector<float> buf(16, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
   c.all_reduce(zt::TensorView{buf.data(), zt::DType::kF32, zt::Device::kCPU, zt::Shape{16}}, zt::ReduceOp::kSum).wait();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const bool summed = buf[0] == static_cast<float>(c.world_size());
-  std::printf("rank %d: the collective completed after the suspend%s\n", c.rank(), summed ? "" : ", wrong sum");
+  std::printf("rank %d: the collective completed after the suspend%s (waited %.1f s)\n", c.rank(),
+              summed ? "" : ", wrong sum", waited);
   std::fflush(stdout);
   return summed ? 0 : 1;
 }
@@ -71,7 +84,7 @@ int main(int argc, char** argv) {
   zt::g_tracker = &tracker;
   const char* scenario = std::getenv("ZT_COMM_TEST_SCENARIO");
   zt::CommOptions options;
-  options.timeout_s = scenario != nullptr ? 2.0 : 60.0;
+  options.timeout_s = scenario == nullptr ? 60.0 : std::strcmp(scenario, "suspended") == 0 ? 3.0 : 2.0;
   zt::g_comm = zt::make_communicator(tracker, options);
   options.deterministic = true;
   zt::g_det_comm = zt::make_communicator(tracker, options);

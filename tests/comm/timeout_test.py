@@ -2,12 +2,13 @@
 """A rank that never reaches a collective: the other ranks must stop within their timeout with a
 one-line error naming the collective and the step, and the whole MPI job must end (no hang).
 And the whole job suspended (SIGSTOP, as a scheduler's suspend or Ctrl-Z does) for twice the
-timeout while a rank waits in a collective, then continued: the stop is not time the wait ran, so
-the job completes (it timed out on continuing, no rank having died).
+timeout while a rank waits in a collective, then continued: the stop counts a second of the wait,
+not its length, so the job completes (it timed out on continuing, no rank having died).
 
 usage: timeout_test.py MPIRUN_PREFIX... -- PATH/TO/zt_comm_tests
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,23 +52,31 @@ def main():
             if os.path.exists(f):
                 with open(f) as pid_file:
                     pids.append(int(pid_file.read()))
-        time.sleep(0.5)  # rank 0 waits in the collective, rank 1 sleeps before it
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-        time.sleep(4)  # twice the 2 s timeout
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.5)  # rank 0 waits in the collective; rank 1 waits for "go" before it
+        try:
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            time.sleep(6)  # twice the scenario's 3 s timeout
+        finally:  # never leave a rank stopped (a rank that had already exited: nothing to continue)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        with open(os.path.join(pid_dir, "go"), "w"):
+            pass
         try:
             output, _ = job.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             job.kill()
             output, _ = job.communicate()
         print(output[-2000:])
+        waited = re.search(r"rank 0: the collective completed after the suspend \(waited ([0-9.]+) s\)", output)
         report.check(len(pids) == 2 and job.returncode == 0 and output.count("the collective completed after the "
-                                                                              "suspend\n") == 2
-                     and "did not complete" not in output,
-                     f"a job stopped past its timeout while a rank waits completes once continued "
-                     f"(exit {job.returncode}, {len(pids)} pids)")
+                                                                              "suspend (waited") == 2
+                     and "did not complete" not in output and waited is not None and float(waited.group(1)) > 6,
+                     f"a job stopped for twice its timeout while a rank waits completes once continued "
+                     f"(exit {job.returncode}, {len(pids)} pids, rank 0 waited {waited and waited.group(1)} s)")
     return report.finish()
 
 

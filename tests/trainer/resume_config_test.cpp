@@ -332,6 +332,11 @@ TEST(ResumeData, AFoundTokenizerCountsWhereTheSavedIdentityRecordsOne) {
   other[1]["fingerprint"] = 8;
   EXPECT_EQ(evaluation_data_changes(now, other).size(), 1u);
   EXPECT_TRUE(vocabulary_changed(now, other));
+  // An identity from before splits were recorded: every file compared as the trajectory's, but the
+  // found tokenizer (a resume of such a shard run was refused for it as a data file come).
+  nlohmann::json unsplit = older;
+  for (nlohmann::json& f : unsplit) f.erase("split");
+  EXPECT_TRUE(data_changes(unsplit, now).empty());
   // A named tokenizer new to the run is still told.
   nlohmann::json named = older;
   named.push_back(data_file("t/tokenizer.json", 30, 7, "vocab"));

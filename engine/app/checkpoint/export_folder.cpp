@@ -78,6 +78,15 @@ TokenizerFiles export_tokenizer_files(const fs::path& run_dir, const ModelSpec& 
   for (const char* f : data::kTokenizerFiles) {
     if (fs::exists(run_dir / f)) out.files.emplace_back(f, read_whole_input((run_dir / f).string(), "tokenizer file"));
   }
+  // Read as sample and the run read it: a tokenizer.json that is none zerotrain reads (replaced or
+  // damaged since the run: a WordPiece model, merges that are no list) was exported, exit 0.
+  if (fs::exists(run_dir / "tokenizer.json")) {
+    try {
+      (void)data::TokenText::from_tokenizer_file((run_dir / "tokenizer.json").string());
+    } catch (const InputError& e) {
+      throw_input_error("the run's tokenizer is not one it could have trained with: {}", e.what());
+    }
+  }
   // The run's tokenizer_config.json as it is, but for the inputs its tokenizer returns: the generic
   // fast class (PreTrainedTokenizerFast, what a tokenizers-library save names) returns
   // token_type_ids too, which a causal LM's generate(**tokenizer(text)) refuses. A config that names

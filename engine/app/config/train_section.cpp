@@ -206,10 +206,17 @@ void read_train_section(ConfigReader r, RunConfig& c) {
     // thread count] in kernels/cpu/blas.cpp), so a rank count's threads do not move them.
     const int cores = omp_get_num_procs(), node_ranks = ranks_on_this_node();
     t.num_threads = std::max(1, cores / node_ranks);
-    c.derived.push_back(node_ranks > 1 ? fmt::format("train.num_threads = {} (this node's {} cores shared by its {} "
-                                                     "ranks)",
-                                                     t.num_threads, cores, node_ranks)
-                                       : fmt::format("train.num_threads = {} (this node's cores)", t.num_threads));
+    // An OMP_NUM_THREADS that gives no count (abc, 99999) was left aside in silence.
+    const char* unread = std::getenv("OMP_NUM_THREADS");
+    const std::string aside = unread != nullptr && !t.num_threads_given
+                                  ? fmt::format("; OMP_NUM_THREADS=\"{}\" is no count from 1 to 1024, left aside",
+                                                std::string(unread).substr(0, 40))
+                                  : "";
+    c.derived.push_back(node_ranks > 1
+                            ? fmt::format("train.num_threads = {} (this node's {} cores shared by its {} "
+                                          "ranks{})",
+                                          t.num_threads, cores, node_ranks, aside)
+                            : fmt::format("train.num_threads = {} (this node's cores{})", t.num_threads, aside));
   } else if (const int cores = omp_get_num_procs(), node_ranks = ranks_on_this_node();
              c.device == Device::kCPU && t.num_threads * node_ranks > cores && !omp_waits_passively()) {
     // More threads than cores: OpenMP's waiting threads spin (its default wait policy) on cores

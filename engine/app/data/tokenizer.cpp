@@ -125,9 +125,10 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
     for (const nlohmann::json& a : j.value("added_tokens", nlohmann::json::array())) {
       const std::string content = a.at("content").get<std::string>();
       const auto i = checked_id(a.at("id"), content, path);
-      // Matched at every position of a prompt, an empty one never advanced: the encoding grew
-      // without end (a sample hung, a run's first sample ran out of memory).
-      if (content.empty()) throw_input_error("{}: added token {} has empty content", path, i);
+      // An empty one matched at every position of a prompt and never advanced: the encoding grew
+      // without end (a sample hung, a run's first sample ran out of memory). The tokenizers library
+      // leaves such a token out, and so does this reader.
+      if (content.empty()) continue;
       if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
       t.id_to_token_[static_cast<std::size_t>(i)] = content;
       t.added_[content] = i;

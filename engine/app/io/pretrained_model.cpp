@@ -148,7 +148,7 @@ PretrainedModel read_pretrained_model(const std::string& path) {
     const fs::path generation = fs::path(path) / "generation_config.json";
     std::error_code ec;
     const nlohmann::json doc =
-        fs::exists(generation, ec) || fs::is_symlink(generation, ec)
+        fs::exists(generation, ec)  // a dangling link: none, as transformers falls back
             ? nlohmann::json::parse(read_whole_input(generation.string(), "generation config"), nullptr,
                                     /*allow_exceptions=*/false)
             : nlohmann::json();

@@ -89,15 +89,16 @@ std::string checkpoint_text_dir(const std::string& run_dir, const std::string& c
   }
   if (differs == nullptr) return run_dir;
   // The recorded file, where it still holds what the checkpoint trained with: read from its folder,
-  // which the readers search by these names alone, and only where the folder's other vocabulary
-  // file is recorded too (not someone else's beside it).
+  // which the readers search by these names alone, tokenizer.json before vocab.json: a recorded
+  // vocab.json only where a tokenizer.json beside it is recorded too (not someone else's, which the
+  // readers would take instead). A vocab.json beside a recorded tokenizer.json is never read (an
+  // HF GPT-2 folder's, beside the shards).
   const fs::path path = differs->value("path", "");
   const std::string name = path.filename().string();
   bool usable = (name == "vocab.json" || name == "tokenizer.json") && same_contents(*differs, file_identity(path));
-  for (const char* other : {"vocab.json", "tokenizer.json"}) {
-    const fs::path beside = path.parent_path() / other;
-    if (usable && other != name && fs::exists(beside, ec))
-      usable = matches_one(file_identity(beside.string()), recorded);
+  if (const fs::path beside = path.parent_path() / "tokenizer.json";
+      usable && name == "vocab.json" && fs::exists(beside, ec)) {
+    usable = matches_one(file_identity(beside.string()), recorded);
   }
   if (usable) {
     note = fmt::format("{}'s vocabulary is {} (its run directory {} holds a later run's): read from there", checkpoint,

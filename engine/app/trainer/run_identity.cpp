@@ -443,7 +443,7 @@ bool records_splits(const nlohmann::json& files) {
 }  // namespace
 
 std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohmann::json& now) {
-  if (!records_splits(saved)) return file_changes(saved, now);
+  if (!records_splits(saved)) return file_changes(saved, without_unrecorded_found(saved, now));
   return file_changes(of_splits(saved, {kTrainSplit}), of_splits(now, {kTrainSplit}));
 }
 

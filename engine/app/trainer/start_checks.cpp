@@ -52,7 +52,7 @@ void check_before_training(const RunConfig& c, const data::TokenText& text) {
     if (id >= 0 && id < c.model.vocab_size) continue;
     throw_input_error(
         "config error in {}: log.sample_prompt encodes to token {} ({}), outside the model's vocabulary of {} (the "
-        "run would fail, or sample from a padding row, at its first sample)",
+        "run would fail, or sample from a padding row, at its first sample; log.sample_tokens = 0 samples nothing)",
         c.sources_of({"log.sample_prompt", "data.tokenizer_file"}), id, which, c.model.vocab_size);
   }
 }

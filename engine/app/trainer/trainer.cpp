@@ -16,6 +16,7 @@
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/token_text.h"
 #include "engine/app/io/final_weights.h"
+#include "engine/app/io/pretrained.h"
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/grad_clip.h"
 #include "engine/app/trainer/memory_check.h"
@@ -91,6 +92,12 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
       }
     }
     check_memory_fits(config_, comm.world_size(), rank_device_index(config_));
+    // train.init_from's tensors against the model its config describes, from their headers alone,
+    // before the model is allocated (a folder whose config.json left the shape keys out, so GPT-2
+    // 124M's defaults, beside a small model's weights: 2 GB allocated before the mismatch was said).
+    if (resume_checkpoint_.empty() && !config_.train.init_from.empty()) {
+      (void)PretrainedReader::open(config_.train.init_from, build_param_table(config_.model_spec()));
+    }
   });
   // Every rank writes its checkpoint files into the folder: each checks it, the ranks agree (one
   // rank's refusal is the job's, said once, where the others waited for it in the next collective).
@@ -128,12 +135,12 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   check_before_training(config_, state_->data.text());
   // A test hook left in the environment changes what the run does: said, not silent (a run failed
   // with "non-finite gradient" and nothing named the hook; every save took seconds more).
-  if (const auto [first, last] = state_->inject_nonfinite_steps; first > 0) {
+  if (const auto [first, last] = state_->inject_nonfinite_steps; first > 0 && last >= first) {
     state_->progress.message(
         fmt::format("note: test hook ZT_TEST_NONFINITE_AT_STEP is set: a gradient element is made NaN at step{} {}{}",
                     last > first ? "s" : "", first, last > first ? fmt::format("-{}", last) : ""));
   }
-  if (const char* pause = std::getenv("ZT_TEST_CHECKPOINT_PAUSE_MS"); pause != nullptr && *pause != '\0') {
+  if (const char* pause = std::getenv("ZT_TEST_CHECKPOINT_PAUSE_MS"); pause != nullptr && std::atoi(pause) > 0) {
     state_->progress.message(fmt::format(
         "note: test hook ZT_TEST_CHECKPOINT_PAUSE_MS={} is set: every checkpoint save waits that long", pause));
   }

@@ -3,12 +3,46 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 namespace zt {
 
-CommWorker::CommWorker() : thread_([this] { run(); }) {}
+namespace {
 
-CommWorker::~CommWorker() { halt(); }
+// The live workers, for halt_all.
+std::mutex g_workers_mutex;
+std::set<CommWorker*>& live_workers() {
+  static std::set<CommWorker*> workers;
+  return workers;
+}
+thread_local bool t_on_worker = false;  // this thread is a worker's (an operation that aborts)
+
+}  // namespace
+
+CommWorker::CommWorker() : thread_([this] { run(); }) {
+  const std::lock_guard<std::mutex> lock(g_workers_mutex);
+  live_workers().insert(this);
+}
+
+CommWorker::~CommWorker() {
+  {
+    const std::lock_guard<std::mutex> lock(g_workers_mutex);
+    live_workers().erase(this);
+  }
+  halt();
+}
+
+void CommWorker::halt_all() {
+  // A worker's operation aborting while another thread halts them all (and joins this one, holding
+  // the lock) leaves it to that thread: waiting for the lock here would wait for ever.
+  std::unique_lock<std::mutex> lock(g_workers_mutex, std::defer_lock);
+  if (t_on_worker) {
+    if (!lock.try_lock()) return;
+  } else {
+    lock.lock();
+  }
+  for (CommWorker* w : live_workers()) w->halt();
+}
 
 void CommWorker::halt() {
   {
@@ -16,6 +50,7 @@ void CommWorker::halt() {
     stop_ = true;
   }
   wake_.notify_one();
+  const std::lock_guard<std::mutex> lock(join_mutex_);
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
@@ -30,6 +65,7 @@ std::shared_ptr<CommWorker::Completion> CommWorker::submit(Operation op) {
 }
 
 void CommWorker::run() {
+  t_on_worker = true;
   std::deque<Entry> active;  // in submission order
   int idle_rounds = 0;
   for (;;) {

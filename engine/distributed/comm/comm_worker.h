@@ -51,11 +51,12 @@ class CommWorker {
   CommWorker& operator=(const CommWorker&) = delete;
 
   std::shared_ptr<Completion> submit(Operation op);
-  // Stops the thread before the job is aborted (MPI_Abort): no operation runs, and no completion
-  // writes into a result, past this call made from another thread (a collective completing during
-  // the abort ran its completion while the process was being torn down: a segfault). From the
-  // worker's own thread (an operation that aborts), it stops after that operation.
-  void halt();
+  // Stops every live worker's thread before the job is aborted (MPI_Abort): no operation runs, and
+  // no completion writes into a result, past this call (a collective completing during the abort
+  // ran its completion while the process was torn down: a segfault). Every worker, not only the
+  // communicator's that timed out: the world's (the loss vote), hybrid sharding's two hops. From a
+  // worker's own thread (an operation that aborts), that worker stops after the operation.
+  static void halt_all();
 
  private:
   struct Entry {
@@ -64,7 +65,9 @@ class CommWorker {
     bool posted_all = false;
   };
   void run();
+  void halt();  // joins the thread, but from that thread itself; idempotent
 
+  std::mutex join_mutex_;  // one join, whichever thread halts it (halt_all beside the destructor)
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Entry> queue_;        // submitted, not yet seen by the thread

@@ -102,9 +102,6 @@ class Communicator {
   // What a collective past its timeout does before its Work throws: a backend whose peers may be
   // blocked in it (MPI) prints the message and ends the whole job. The default does nothing.
   virtual void abort_after_timeout(const std::string& message) { (void)message; }
-  // Before a job is aborted: a backend that progresses collectives on a thread of its own (MPI's
-  // worker) stops it, so that no completion writes into a result while the process is torn down.
-  virtual void halt_progress() {}
 
   // log.profile_ops: the backend times its collectives into `profiler` while a step is open
   // ([Note: exposed communication] in kernels/op_profiler.h); null stops it. A backend that cannot

@@ -46,15 +46,7 @@ class HybridCommunicator final : public Communicator {
   Work broadcast(TensorView buf, int root) override;
   Work all_to_all(TensorView send, TensorView recv) override;
   void barrier() override;
-  // Both hops' progress halted first: the group's backend aborts the job.
-  void abort_after_timeout(const std::string& message) override {
-    replicas_->halt_progress();
-    group_->abort_after_timeout(message);
-  }
-  void halt_progress() override {
-    replicas_->halt_progress();
-    group_->halt_progress();
-  }
+  void abort_after_timeout(const std::string& message) override { group_->abort_after_timeout(message); }
   // Both hops take the context and the profiler, and their sums are this one's volume.
   void set_context(std::string context) override;
   void set_options(const CommOptions& options) override;

@@ -105,12 +105,8 @@ Work MpiCommunicator::make_work(std::function<bool()> advance, std::string descr
 void MpiCommunicator::abort_after_timeout(const std::string& message) {
   print_stderr(error_line(message));
   std::fflush(stderr);
-  halt_progress();  // no completion runs while the abort tears the process down
+  CommWorker::halt_all();  // no completion runs while the abort tears the process down
   MPI_Abort(comm_, 1);
-}
-
-void MpiCommunicator::halt_progress() {
-  if (worker_) worker_->halt();
 }
 
 void MpiCommunicator::hold_until(std::function<bool()> ready) {

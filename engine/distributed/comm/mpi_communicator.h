@@ -36,7 +36,6 @@ class MpiCommunicator final : public Communicator {
   void hold_until(std::function<bool()> ready) override;
   // Prints the message and aborts the whole job (the other ranks may be blocked in the collective).
   void abort_after_timeout(const std::string& message) override;
-  void halt_progress() override;
 
  private:
   // Over `comm` (adopted: freed on destruction), in an MPI another communicator initialised.

@@ -5,10 +5,13 @@
 // train.collective_timeout_s timed out the collective each rank was waiting in as it continued,
 // although no rank had died (a user trial: 9 of 23 suspends of 2 ranks, one a segfault). A wait reads
 // this clock at each poll, every few microseconds to milliseconds, so a gap between two reads longer
-// than kSuspendedGap is time the process did not run, and is not counted. A peer that died or hangs
-// leaves the waiting rank running and polling: its time counts, and the timeout still fires.
+// than kSuspendedGap is mostly time the process did not run: it counts as kSuspendedGap, no more.
+// (Not as nothing: a poll that is itself slow, a thrashing host's, still moves the deadline on.) A
+// peer that died or hangs leaves the waiting rank running and polling: its time counts, and the
+// timeout still fires.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 
 namespace zt {
@@ -16,16 +19,17 @@ namespace zt {
 class RunningClock {
  public:
   using Clock = std::chrono::steady_clock;
-  // Far past a poll loop's interval (2 ms at most here) and a busy machine's scheduling delays.
+  // Far past a poll loop's interval (2 ms for the watchdog, 50 us for a wait) and a busy machine's
+  // scheduling delays.
   static constexpr Clock::duration kSuspendedGap = std::chrono::seconds(1);
 
   explicit RunningClock(Clock::time_point start = Clock::now()) : last_(start) {}
 
   // The seconds counted from the start to `now` (no earlier than the last read): every gap between
-  // two reads, but those of kSuspendedGap or more.
+  // two reads, each at most kSuspendedGap.
   double seconds(Clock::time_point now = Clock::now()) {
     const Clock::duration gap = now - last_;
-    if (gap > Clock::duration::zero() && gap < kSuspendedGap) counted_ += gap;
+    if (gap > Clock::duration::zero()) counted_ += std::min(gap, kSuspendedGap);
     if (now > last_) last_ = now;
     return std::chrono::duration<double>(counted_).count();
   }

@@ -43,7 +43,6 @@ class StagedCommunicator final : public Communicator {
   Work broadcast(TensorView buf, int root) override;
   void barrier() override { host_->barrier(); }
   void abort_after_timeout(const std::string& message) override { host_->abort_after_timeout(message); }
-  void halt_progress() override { host_->halt_progress(); }
   // The host backend runs the collectives: its waits quote the context and keep the options.
   void set_context(std::string context) override;
   void set_options(const CommOptions& options) override;

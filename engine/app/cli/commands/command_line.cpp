@@ -126,7 +126,12 @@ int run_command(const std::vector<std::string>& all) {
 }  // namespace
 
 bool quiet_past_rank_zero(const char* command) {
-  const LaunchInfo launch = detect_launch();
+  LaunchInfo launch;
+  try {
+    launch = detect_launch();
+  } catch (const InputError&) {  // launcher variables that disagree: a run refuses them, a prediction ignores them
+    return false;
+  }
   if (launch.rank <= 0) return false;
   if (launch.source != "OpenMPI" && launch.source != "PMI") {
     print_stderr(fmt::format("{}: rank {} of {} ({}): rank 0 alone prints; this rank prints nothing\n", command,

@@ -76,6 +76,20 @@ def main():
                      p.stderr,
                      f"sample into a full disk: stops drawing, exit 1, says so (exit {p.returncode}, "
                      f"{p.stderr.strip()[-300:]!r})")
+        # A help text into a full disk: one line naming the help (train's said metrics.jsonl had the
+        # run's record, though nothing ran); memory --json's failed write said once (it was twice:
+        # the write's own error, then the check of standard output).
+        with open("/dev/full", "w") as full:
+            helped = subprocess.run([binary, "train", "--help"], stdout=full, stderr=subprocess.PIPE, text=True,
+                                    timeout=60)
+            predicted = subprocess.run([binary, "memory", "--config", CONFIG, "--ranks", "2", "--json"], stdout=full,
+                                       stderr=subprocess.PIPE, text=True, timeout=120)
+        lines = [helped.stderr.strip().splitlines(), predicted.stderr.strip().splitlines()]
+        checks.check(helped.returncode == 1 and len(lines[0]) == 1 and
+                     "cannot write the help to standard output: No space left on device" in lines[0][0],
+                     f"train --help into a full disk: one line naming the help (exit {helped.returncode}, {lines[0]})")
+        checks.check(predicted.returncode == 1 and len(lines[1]) == 1 and "No space left on device" in lines[1][0],
+                     f"memory --json into a full disk: one line (exit {predicted.returncode}, {lines[1]})")
         long_prompt = ["--set", "log.sample_prompt=" + "x" * 20000]
         for what, argv, streams, code in [
             ("train with a 20 KB resolved config, stdout full", ["train", "--config", CONFIG, "--run-dir",

@@ -83,7 +83,8 @@ std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker& tra
   if (gpus == 0) {
     throw_input_error(
         "launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this machine has "
-        "no CUDA device (use mpirun for CPU ranks)",
+        "no CUDA device (use mpirun for CPU ranks; for one process in a multi-task allocation, ZT_RANK=0 "
+        "ZT_WORLD_SIZE=1 or srun -n 1)",
         launch.rank, launch.world_size, launch.source);
   }
   // Before ncclCommInitRank, which would fail on some ranks only and leave the others waiting for

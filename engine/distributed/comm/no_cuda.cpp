@@ -16,7 +16,8 @@ std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker&, co
                                                               const LaunchInfo& launch) {
   throw_input_error(
       "launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this build has "
-      "no CUDA backend (use mpirun for CPU ranks)",
+      "no CUDA backend (use mpirun for CPU ranks; for one process in a multi-task allocation, ZT_RANK=0 "
+      "ZT_WORLD_SIZE=1 or srun -n 1)",
       launch.rank, launch.world_size, launch.source);
 }
 

@@ -2,6 +2,7 @@
 // one-line errors and exit codes (2: usage/config/input, 1: runtime failure).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -42,22 +43,29 @@ namespace {
 // sample or an evaluation written to a full disk or /dev/full ends non-zero instead of losing its
 // output silently. train's record is its run directory, whose files it checks itself: a console
 // that could not be written is a warning there.
-int check_stdout(const std::string& command, int code) {
+int check_stdout(const std::vector<std::string>& all, int code) {
   const bool flushed = flush_stdout();
   if (flushed && std::ferror(stdout) == 0) return code;
   // The first failed write's reason (a command that flushed as it went failed before this flush).
   const std::string kept = stdout_failure_reason();
   const std::string why = !kept.empty() ? kept : "an earlier write failed";
   std::clearerr(stdout);
-  if (command == "train") {
+  // A help text is all such a command prints (train --help runs nothing: no run directory to point
+  // to); a command that failed said so already, a write's own exception among its errors (a second
+  // line repeated it).
+  const bool help = std::find(all.begin(), all.end(), "--help") != all.end() ||
+                    std::find(all.begin(), all.end(), "-h") != all.end() || all.empty();
+  const std::string command = all.empty() ? std::string() : all[0];
+  if (command == "train" && !help) {
     print_err(
         "zerotrain: warning: standard output could not be written ({}): its lines are lost; the "
         "run directory's metrics.jsonl has the run's record\n",
         why);
     return code;
   }
-  print_err("zerotrain: error: cannot write the {} command's output to standard output: {}\n", command, why);
   if (code != 0) return code;
+  print_err("zerotrain: error: cannot write {} to standard output: {}\n",
+            help ? std::string("the help") : fmt::format("the {} command's output", command), why);
   note_error_reported(1);
   return 1;
 }
@@ -68,7 +76,7 @@ int run_command(const std::vector<std::string>& all);
 
 int run_command_line(const std::vector<std::string>& all) {
   const int code = run_command(all);
-  return check_stdout(all.empty() ? std::string() : all[0], code);
+  return check_stdout(all, code);
 }
 
 namespace {

@@ -98,6 +98,10 @@ def main():
         check(printed_loss(two) is not None and printed_loss(two) == printed_loss(one) and
               len(PRINTED.findall(two.stdout)) == 1,
               f"... and under mpirun -np 2 the same, printed once ({two.stdout.strip()}; {two.stderr.strip()[-200:]})")
+        # The folder named: which checkpoint was scored, said once (nothing named the step).
+        said = f"zerotrain eval: --ckpt {ckpt}: {os.path.join(ckpt, 'step_00000004')} (after step 4)"
+        check(said in one.stderr and two.stderr.count(said) == 1,
+              f"--ckpt of a folder says which checkpoint it scored ({one.stderr.strip()[-200:]})")
         # Its default export holds the fp32 masters, not the bf16 weights it computed with: said.
         out32, out16 = os.path.join(work, "sharded_hf32"), os.path.join(work, "sharded_hf16")
         e32 = run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", out32])
@@ -116,7 +120,7 @@ def main():
     if check(p.returncode == 0, f"a 1-rank run with int8 gathers ({p.stderr.strip()[-300:]})"):
         for flag, where in (("--run", solo), ("--ckpt", os.path.join(solo, "checkpoints"))):
             e = run([binary, "eval", flag, where, "--val"])
-            check(printed_loss(e) == logged(solo, 4) and "int8" not in e.stderr,
+            check(printed_loss(e) == logged(solo, 4) and "int8-decoded" not in e.stderr,
                   f"int8 gathers on one rank's solo path: {flag} --val is the logged val_loss, no note "
                   f"({e.stdout.strip()} vs {logged(solo, 4)}; {e.stderr.strip()[-200:]})")
     pair = os.path.join(work, "int8_pair")

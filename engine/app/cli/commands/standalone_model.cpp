@@ -185,6 +185,12 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
         });
     s.kind = WeightSource::Kind::kCheckpoint;
     const ckpt::CheckpointReader& reader = *s.checkpoint;
+    // A folder named: which of its checkpoints eval scores (its stdout names no step, and a live
+    // run's folder holds another newest each time).
+    if (std::error_code ec; command == "eval" && !fs::equivalent(folder, s.path, ec)) {
+      s.notes.push_back(fmt::format("zerotrain eval: --ckpt {}: {} (after step {})", folder, s.path,
+                                    reader.manifest().position.step));
+    }
     s.spec = ckpt::model_spec_of(reader);
     // The run's working parameters: its fp32 masters rounded where it held bf16 ones, as it did.
     s.param_dtype = reader.manifest().param_dtype == "bf16" ? DType::kBF16 : DType::kF32;

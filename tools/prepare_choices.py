@@ -79,6 +79,8 @@ def examples(path, keys):
                 doc = json.loads(line)
             except json.JSONDecodeError as e:
                 fail(f"{path}:{n}: not JSON ({e.msg})")
+            except RecursionError:  # nested past Python's stack (a traceback, exit 1)
+                fail(f"{path}:{n}: JSON nested too deep to be an example")
             if not isinstance(doc, dict):
                 fail(f"{path}:{n}: not a JSON object")
             for key, flag in ((context_key, "--context-key"), (endings_key, "--endings-key"),
@@ -94,6 +96,12 @@ def examples(path, keys):
             empty = [i for i, e in enumerate(endings) if not e]
             if empty:  # a completion of nothing: a hole in the data, not an answer to score
                 fail(f"{path}:{n}: ending {empty[0]} of \"{endings_key}\" is empty (--endings-key)")
+            for text in (context, *endings):  # a \ud800 escape alone is JSON but no text: encoded as U+FFFD
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    fail(f"{path}:{n}: an example's text holds an unpaired surrogate "
+                         f"(\\u{ord(e.object[e.start]):04x}), which no UTF-8 text can")
             # HellaSwag's test split keeps labels as text; ASCII digits alone ("²" is a digit to
             # isdigit, and int() refuses it).
             if isinstance(label, str) and label.isascii() and label.isdigit():
@@ -164,7 +172,8 @@ def run():
     args = parser.parse_args()
     for path in (args.tokenizer, args.input):
         if not os.path.isfile(path):
-            fail(f"{path}: " + ("a folder, not a file" if os.path.isdir(path) else "no such file"))
+            fail(f"{path}: " + ("a folder, not a file" if os.path.isdir(path) else
+                                "not a regular file (a FIFO or a device)" if os.path.exists(path) else "no such file"))
     refuse_out_of_another_kind(args.out, (args.tokenizer, args.input))
     try:
         from tokenizers import Tokenizer

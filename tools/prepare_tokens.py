@@ -28,7 +28,8 @@ shards, and counted in one line. Bad input: one line, exit 2. Needs the `tokeniz
 (tools/setup.sh installs it in .venv-hf).
 
 usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
-                         [--jsonl-key text] [--eot TOKEN] [--no-progress] INPUT [INPUT ...]
+                         [--jsonl-key text] [--eot TOKEN] [--max-document-chars N] [--no-progress]
+                         INPUT [INPUT ...]
   INPUT: .txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)
 """
 import contextlib
@@ -54,6 +55,9 @@ fail = functools.partial(tokenizer_outputs.fail, TOOL)
 # The first the tokenizer has: Llama 3's tokenizer has both <|begin_of_text|> and <|end_of_text|>.
 EOT_CANDIDATES = ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>"]
 SHARD_TOKENS = 100_000_000  # --shard-tokens' default: llm.c's fineweb shards
+# A document is encoded whole, at about 220 bytes of memory a character (tokenizers 0.19): one of
+# 45 MB aborted the process in the library ("memory allocation ... failed"), a 100 MB text needed 22 GB.
+MAX_DOCUMENT_CHARS = 32_000_000
 
 
 def documents(paths, key):
@@ -90,6 +94,8 @@ def documents_of(path, key):
                 doc = json.loads(line)
             except json.JSONDecodeError as e:
                 fail(f"{path}:{n}: not JSON ({e.msg})")
+            except RecursionError:  # nested past Python's stack (a traceback, exit 1)
+                fail(f"{path}:{n}: JSON nested too deep to be a document")
             if not isinstance(doc, dict) or not isinstance(doc.get(key), str):
                 fail(f"{path}:{n}: no string under \"{key}\" (--jsonl-key)")
             try:  # a \ud800 escape alone is JSON but no text: the tokenizer wrote it as U+FFFD
@@ -138,6 +144,9 @@ def run(argv, signals):
     ap.add_argument("--eot", default=None,
                     help="the token each document starts with (default: the first of " + ", ".join(EOT_CANDIDATES)
                     + " the tokenizer has)")
+    ap.add_argument("--max-document-chars", type=int, default=MAX_DOCUMENT_CHARS,
+                    help="the longest document encoded, in characters: the tokenizers library takes about 220 bytes "
+                    f"of memory a character to encode one (default: {MAX_DOCUMENT_CHARS:,}, about 7 GB)")
     ap.add_argument("--no-progress", action="store_true",
                     help="no progress bar on stderr (default: a bar, where the tqdm package is installed)")
     ap.add_argument("inputs", nargs="+", metavar="INPUT",
@@ -147,6 +156,8 @@ def run(argv, signals):
         from tokenizers import Tokenizer
     except ImportError:
         fail("needs the tokenizers package (run it with .venv-hf/bin/python; tools/setup.sh)")
+    if args.max_document_chars < 1:
+        fail(f"--max-document-chars must be 1 or more (got {args.max_document_chars})")
     if not 2 <= args.shard_tokens <= 2**31 - 1:  # llm.c's header counts a shard's tokens in an int32
         fail(f"--shard-tokens must be in [2, {2**31 - 1}] (got {args.shard_tokens})")
     if not args.name or "/" in args.name or args.name in (".", ".."):
@@ -276,6 +287,11 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
     # llm.c's fineweb.py encodes documents (tiktoken's encode_ordinary).
     tok.encode_special_tokens = True
     for where, text, done in documents(args.inputs, args.jsonl_key):
+        if len(text) > args.max_document_chars:  # the library aborted the process past its memory
+            fail(f"{where}: a document of {len(text):,} characters, past --max-document-chars "
+                 f"{args.max_document_chars:,}: the tokenizers library takes about 220 bytes of memory a character "
+                 "to encode a document (a .txt input is one), so split it into documents (a JSONL line each) or "
+                 "raise the bound where the memory is there" + left_as_it_was)
         encoding = tok.encode(text, add_special_tokens=False)
         count, first = characters_left_out(tok, text, encoding, alone)
         if count:
@@ -285,11 +301,12 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
         n_docs += 1
         n_tokens += len(ids)
         n_chars += len(text)
-        while ids:  # a document that overflows the shard continues in the next one, as in llm.c
-            take = min(len(ids), args.shard_tokens - filled)
-            shard[filled:filled + take] = ids[:take]
+        at = 0  # a document that overflows the shard continues in the next one, as in llm.c
+        while at < len(ids):  # (an index, not ids[take:]: a long document was copied once a shard)
+            take = min(len(ids) - at, args.shard_tokens - filled)
+            shard[filled:filled + take] = ids[at:at + take]
             filled += take
-            ids = ids[take:]
+            at += take
             if filled == args.shard_tokens:
                 flush()
         if progress is not None:

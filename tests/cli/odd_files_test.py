@@ -111,6 +111,24 @@ def main():
             f.write("step_00000003\n")
         return run_dir
 
+    # A lock's name taken by no file a run writes: a FIFO (its open waited for a writer for ever) or a
+    # link to /dev/zero (read until the allocation failed): refused in one line, left where it is.
+    for name, make, said in (("checkpoints/LOCK", os.mkfifo, "is a FIFO"),
+                             ("RUN_LOCK", lambda p: os.symlink("/dev/zero", p), "a character device")):
+        locked = killed_after_step_6("odd_lock_" + name.replace("/", "_"))
+        make(os.path.join(locked, name))
+        ok, lines = refused(train(locked, "--set", "train.max_steps=6", "--resume", "latest"), name.split("/")[-1],
+                            said)
+        check(ok and os.path.lexists(os.path.join(locked, name)),
+              f"{name} as {said.split()[-1]}: a resume refused in one line, no hang ({lines})")
+    # A link named like a checkpoint that loops: no checkpoint (every reader of the folder failed).
+    looped = killed_after_step_6("looped_step")
+    os.symlink("step_00000009", os.path.join(looped, "checkpoints", "step_00000009"))
+    p = run("ckpt", "verify", os.path.join(looped, "checkpoints"))
+    check(p.returncode == 0 and "step_00000003" in p.stdout,
+          f"a step_ link that loops is no checkpoint: the folder verifies ({p.stdout.strip()[-200:]} "
+          f"{p.stderr.strip()[-200:]})")
+
     fifo_run = killed_after_step_6("fifo_metrics")
     os.remove(os.path.join(fifo_run, "metrics.jsonl"))
     os.mkfifo(os.path.join(fifo_run, "metrics.jsonl"))
@@ -194,6 +212,16 @@ def main():
     check(first.returncode == 0 and p.returncode == 1 and "File too large" in p.stderr and after == before and
           sorted(os.listdir(dataset)) == ["train.bin", "val.bin", "vocab.json"],
           f"a prepare failing part way over an earlier dataset leaves it whole ({p.returncode}, {p.stderr.strip()})")
+    # Its vocab.json a link that leads nowhere: refused naming it (taken for no vocabulary, the run's
+    # samples printed token ids).
+    dangling = os.path.join(work, "dangling_vocab")
+    shutil.copytree(dataset, dangling)
+    os.remove(os.path.join(dangling, "vocab.json"))
+    os.symlink(os.path.join(work, "no_such_vocab.json"), os.path.join(dangling, "vocab.json"))
+    ok, lines = refused(train(os.path.join(work, "dangling_run"), "--set", f"data.dataset={dangling}", "--set",
+                              "model.vocab_size=64", "--set", "train.max_steps=1"),
+                        os.path.join(dangling, "vocab.json"))
+    check(ok, f"a dataset's vocab.json linked to nothing: refused naming it ({lines})")
 
     # Two writers of one output at once: an export into a folder another holds (a concurrent export
     # or prepare, here this test's flock on it), or an llm.c file whose staging file another holds,
@@ -274,6 +302,15 @@ def main():
     check(ok and sorted(os.listdir(corpus)) == sorted(corpus_files) and
           all(open(os.path.join(corpus, n), "rb").read() == d for n, d in corpus_files.items()),
           f"train --run-dir a tokenized corpus's folder: refused before writing, its files kept ({lines})")
+    # checkpoint.dir in either folder likewise (its step_ folders, LOCK and latest landed among the
+    # data's files, where a glob over the folder then met them).
+    for data_folder, files, kind in ((dataset, dataset_files, "a dataset's token file"),
+                                     (corpus, corpus_files, "a token shard")):
+        ok, lines = refused(train(os.path.join(work, "ckpt_in_data"), "--set", "train.max_steps=1", "--set",
+                                  f"checkpoint.dir={data_folder}", "--set", "checkpoint.at_end=true"),
+                            "checkpoint.dir", kind)
+        check(ok and sorted(os.listdir(data_folder)) == sorted(files),
+              f"checkpoint.dir in {kind}'s folder: refused before writing, its files kept ({lines})")
     ok, lines = refused(run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", corpus),
                         corpus, "a token shard (c_", "tokenizer.json the export would replace")
     check(ok and sorted(os.listdir(corpus)) == sorted(corpus_files) and

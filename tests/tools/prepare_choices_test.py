@@ -174,7 +174,9 @@ def main():
                        ("a label past the endings", {"ctx": "A man", "endings": ["a", "b"], "label": 2}),
                        ("a label '²'", {"ctx": "a", "endings": ["b", "c"], "label": "²"}),
                        # it said the list was no list of two or more texts
-                       ("an empty ending", {"ctx": "a", "endings": ["b", ""], "label": 0})):
+                       ("an empty ending", {"ctx": "a", "endings": ["b", ""], "label": 0}),
+                       # written as U+FFFD: the example scored was not its text
+                       ("an unpaired surrogate", {"ctx": "a\ud800", "endings": ["b", "c"], "label": 0})):
         bad = os.path.join(work, "bad.jsonl")
         with open(bad, "w") as f:
             f.write(json.dumps(EXAMPLES[0]) + "\n" + json.dumps(line) + "\n")
@@ -184,7 +186,7 @@ def main():
         lines = p.stderr.strip().splitlines()
         check(p.returncode == 2 and len(lines) == 1 and f"{bad}:2" in lines[0] and not os.path.exists(bad_out)
               and ("endings" not in line or '"label" is not the index of one of its 2 endings' in lines[0]
-                   or 'ending 1 of "endings" is empty' in lines[0]),
+                   or 'ending 1 of "endings" is empty' in lines[0] or "unpaired surrogate" in lines[0]),
               f"{what}: refused in one line naming the line, no file written ({lines})")
     # A key the example lacks (a --*-key naming none of its keys): said as missing, with its keys.
     for flag in ("--label-key", "--endings-key", "--context-key"):

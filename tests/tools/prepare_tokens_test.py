@@ -183,8 +183,15 @@ def main():
     surrogate = os.path.join(work, "surrogate.jsonl")
     with open(surrogate, "w") as f:
         f.write('{"text": "fine"}\n{"text": "ab\\ud800cd"}\n')
+    deep = os.path.join(work, "deep.jsonl")  # nested past Python's stack: a traceback, exit 1
+    with open(deep, "w") as f:
+        f.write('{"text": "fine"}\n' + "[" * 100000 + "]" * 100000 + "\n")
     for what, args, named in (("--shard-tokens abc", ["--shard-tokens", "abc", jsonl], "--shard-tokens"),
-                              ("an unpaired surrogate", [surrogate], "surrogate.jsonl:2")):
+                              ("an unpaired surrogate", [surrogate], "surrogate.jsonl:2"),
+                              ("JSON nested 100000 deep", [deep], "deep.jsonl:2: JSON nested too deep"),
+                              # the library aborted the process on a long one (45 MB: 'memory allocation failed')
+                              ("a document past --max-document-chars", ["--max-document-chars", "3", surrogate],
+                               "surrogate.jsonl:1: a document of 4 characters, past --max-document-chars 3")):
         p = prepare(os.path.join(work, "bad"), *args)
         lines = one_line(p)
         check(p.returncode == 2 and len(lines) == 1 and named in lines[0] and not os.path.exists(os.path.join(work, "bad")),
@@ -222,7 +229,8 @@ def main():
     p = subprocess.run([sys.executable, TOOL, "--help"], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, COLUMNS="100"))
     helps = {flag: flag_help(p.stdout, flag) for flag in ("--tokenizer", "--out", "--name", "--shard-tokens",
-                                                          "--jsonl-key", "--eot", "--no-progress")}
+                                                          "--jsonl-key", "--eot", "--max-document-chars",
+                                                          "--no-progress")}
     defaults = {"--name": "(default: data)", "--shard-tokens": "(default: 100,000,000)",
                 "--jsonl-key": "(default: text)", "--no-progress": "(default: a bar"}
     check(p.returncode == 0 and all(len(h.split()) > 3 for h in helps.values())

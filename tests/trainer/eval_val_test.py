@@ -21,6 +21,7 @@ data.order draws them), end to end through the real binary:
 
 usage: eval_val_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 """
+import json
 import os
 import re
 import shutil
@@ -82,6 +83,21 @@ def main():
         check(printed_loss(step2) is not None and printed_loss(step2) == logged(run_dir, 2),
               f"data.order {order}: --ckpt step 2 --val is step 2's logged val_loss ({step2.stdout.strip()} vs "
               f"{logged(run_dir, 2)}; {step2.stderr.strip()[-200:]})")
+
+    # A config.json that no longer describes the model final.safetensors was trained as (edited, or a
+    # later run's): refused naming the key (another head count computed another model in silence).
+    edited = os.path.join(work, "edited_config")
+    shutil.copytree(run_dir, edited)
+    with open(os.path.join(edited, "config.json")) as f:
+        doc = json.load(f)
+    doc["model"]["n_head"] = 1
+    with open(os.path.join(edited, "config.json"), "w") as f:
+        json.dump(doc, f)
+    for command in (["eval", "--run", edited, "--val"], ["sample", "--run", edited, "--tokens", "2"]):
+        p = run([binary, *command])
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and len(lines) == 1 and "says model.n_head = 1, but its final.safetensors was "
+              "trained with 2" in lines[0], f"{command[0]} --run of an edited config.json: refused ({lines})")
 
     # 2 ranks at stage 3 with bf16 parameters: its checkpoint's validation loss from 1 process and
     # from 2 ranks (each scoring its share of the batches).

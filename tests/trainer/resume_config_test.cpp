@@ -337,6 +337,12 @@ TEST(ResumeData, AFoundTokenizerCountsWhereTheSavedIdentityRecordsOne) {
   nlohmann::json unsplit = older;
   for (nlohmann::json& f : unsplit) f.erase("split");
   EXPECT_TRUE(data_changes(unsplit, now).empty());
+  // A file gone since the save is said so (it read "-1 bytes, fingerprint 00000000").
+  nlohmann::json gone = older;
+  gone[0] = data_file("s/t_1.bin", -1, 0, "train");
+  const std::vector<std::string> said = data_changes(older, gone);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("-> gone or unreadable"), std::string::npos) << said[0];
   // A named tokenizer new to the run is still told.
   nlohmann::json named = older;
   named.push_back(data_file("t/tokenizer.json", 30, 7, "vocab"));

@@ -36,7 +36,10 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& folder) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
     const std::int64_t step = step_of(e.path().filename().string());
-    if (step >= 0 && e.is_directory()) out.push_back({step, e.path().string()});
+    // Without throwing: a link named step_* that loops (or cannot be followed) is no checkpoint,
+    // and failed every reader of the folder.
+    std::error_code entry_ec;
+    if (step >= 0 && e.is_directory(entry_ec)) out.push_back({step, e.path().string()});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
   return out;
@@ -318,7 +321,8 @@ std::string current_latest(const std::string& folder) {
 
 ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation) {
   const fs::path given(path);
-  if (given.filename() == kLatestName && fs::is_regular_file(given)) {  // the folder's pointer, not a checkpoint
+  if (std::error_code given_ec; given.filename() == kLatestName &&
+                                fs::is_regular_file(given, given_ec)) {  // the folder's pointer, not a checkpoint
     throw_input_error(
         "{}: a checkpoint folder's pointer file, not a checkpoint; give the folder ({}) or the checkpoint it names",
         path, given.parent_path().string());
@@ -359,7 +363,8 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
     return result;
   }
   const std::string latest = current_latest(path);
-  if (latest.empty() && fs::exists(fs::path(path) / kLatestName)) {
+  if (std::error_code latest_ec;
+      latest.empty() && fs::exists(fs::symlink_status(fs::path(path) / kLatestName, latest_ec))) {
     result.notes.push_back(fmt::format("{}/{} is unreadable; using the newest valid checkpoint", path, kLatestName));
   }
   const std::vector<std::string> candidates = resolution_order(path, latest, &result.notes);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/io/input_file.h"
 #include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
@@ -36,11 +37,18 @@ std::string host_name() {
   return name;
 }
 
+// A lock this code writes is a small regular file: anything else reads as nothing (a FIFO's open
+// waited for a writer for ever; /dev/zero was read until the allocation failed). The constructor
+// refuses such a file by name first.
 std::string read_text(const std::string& path) {
+  constexpr std::streamsize kMaxLockBytes = 1 << 16;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::string();
   std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return in ? s.str() : std::string();
+  std::string text(static_cast<std::size_t>(kMaxLockBytes), '\0');
+  in.read(text.data(), kMaxLockBytes);
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return in.bad() ? std::string() : text;
 }
 
 std::int64_t steady_now_ns() {
@@ -280,6 +288,11 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   text_ = mine.dump() + "\n";
   temp_ = fmt::format("{}.{}.{}.tmp", path_, host, getpid());
   const std::string takeover = path_ + ".takeover";
+  // Something other than a file where the lock or its takeover lies (a FIFO, a directory, a link to a
+  // device): no run's lock, and not this code's to remove.
+  for (const std::string& p : {path_, takeover}) {
+    require_regular_file(p, fmt::format("{} {}'s lock", what, folder));
+  }
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (create_exclusive(path_, text_, temp_)) break;
     const std::string text = read_text(path_);

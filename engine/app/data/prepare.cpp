@@ -24,6 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr std::int64_t kMaxPrepareTextBytes = std::int64_t{2} << 30;
+
 // Whether `path` starts with the llm.c GPT-2 token magic prepare writes.
 bool llmc_token_file(const fs::path& path) { return llmc_token_magic(path.string()) == kLlmcTokenMagic; }
 
@@ -82,7 +84,13 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
     throw_input_error("validation fraction must be in (0, 1) (got {})", val_fraction);
   }
   refuse_others_files(out_dir);
-  const std::string text = read_whole_input(text_path, "text file");
+  // Held whole with its tokens and their split (about 3 bytes of memory a byte of text: 790 MB for
+  // 254 MiB), so up to 2 GiB, past enwik9 (a character vocabulary's corpora are smaller); the 256 MiB
+  // of other inputs refused larger texts as "more than any such input holds".
+  const std::string text = read_whole_input(
+      text_path, "text file", kMaxPrepareTextBytes,
+      "zerotrain prepare holds a text whole (about 3 bytes of memory a byte); tokenize a larger corpus into "
+      "shards with tools/prepare_tokens.py");
   if (text.empty()) throw_input_error("{}: text file is empty", text_path);
 
   // Vocabulary and encoding errors (invalid UTF-8) carry a byte offset; prefix them with the file.

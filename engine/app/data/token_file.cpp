@@ -158,7 +158,15 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
   if (size_bytes == 0) throw_input_error("{}: token file is empty", path);
 
   void* map = ::mmap(nullptr, static_cast<std::size_t>(size_bytes), PROT_READ, MAP_PRIVATE, fd.fd, 0);
-  if (map == MAP_FAILED) throw_input_error("{}: cannot map token file: {}", path, std::strerror(errno));
+  if (map == MAP_FAILED) {
+    // One map a shard: past the kernel's vm.max_map_count (65530 by default) the next map fails
+    // with ENOMEM, which read as the machine out of memory, naming an innocent shard.
+    const int err = errno;
+    throw_input_error("{}: cannot map token file: {}{}", path, std::strerror(err),
+                      err == ENOMEM ? " (each shard is one memory map: with tens of thousands of shards, the kernel's "
+                                      "vm.max_map_count may be reached; use fewer, larger shards or raise it)"
+                                    : "");
+  }
   f.map_ = map;  // from here on, f's destructor unmaps if validation throws
   f.map_bytes_ = static_cast<std::size_t>(size_bytes);
   register_mapped_file(map, f.map_bytes_, path);  // a fault in it (the file cut under the run) names it

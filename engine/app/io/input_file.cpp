@@ -37,7 +37,8 @@ void require_regular_file(const std::string& path, std::string_view what) {
   if (!kind.empty()) throw_input_error("{} {}: is {}, not a regular file", what, path, kind);
 }
 
-std::string read_whole_input(const std::string& path, std::string_view what) {
+std::string read_whole_input(const std::string& path, std::string_view what, std::int64_t limit,
+                             std::string_view advice) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw_input_error("{} {}: cannot open: {}", what, path, std::strerror(errno));
   struct stat st {};
@@ -48,10 +49,10 @@ std::string read_whole_input(const std::string& path, std::string_view what) {
   }
   const auto too_large = [&] {
     ::close(fd);
-    throw_input_error("{} {}: larger than {} MiB, more than any such input holds: not read", what, path,
-                      kMaxWholeInputBytes >> 20);
+    if (!advice.empty()) throw_input_error("{} {}: larger than {} MiB: {}", what, path, limit >> 20, advice);
+    throw_input_error("{} {}: larger than {} MiB, more than any such input holds: not read", what, path, limit >> 20);
   };
-  if (S_ISREG(st.st_mode) && st.st_size > kMaxWholeInputBytes) too_large();
+  if (S_ISREG(st.st_mode) && st.st_size > limit) too_large();
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a pipe's writer may be slower than us
   std::string text;
   char buffer[1 << 16];
@@ -64,7 +65,7 @@ std::string read_whole_input(const std::string& path, std::string_view what) {
       throw_input_error("{} {}: read failed: {}", what, path, std::strerror(err));
     }
     if (n == 0) break;
-    if (static_cast<std::int64_t>(text.size()) + n > kMaxWholeInputBytes) too_large();
+    if (static_cast<std::int64_t>(text.size()) + n > limit) too_large();
     text.append(buffer, static_cast<std::size_t>(n));
   }
   ::close(fd);

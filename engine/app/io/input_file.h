@@ -22,6 +22,9 @@ void require_regular_file(const std::string& path, std::string_view what);
 // `path`, also when it cannot be opened, and where it holds more than kMaxWholeInputBytes (a pipe
 // that never ends, `<(yes)`, grew until the allocation failed: std::bad_alloc).
 inline constexpr std::int64_t kMaxWholeInputBytes = std::int64_t{256} << 20;
-std::string read_whole_input(const std::string& path, std::string_view what);
+// `limit` another bound than kMaxWholeInputBytes (prepare's text, which may be a gigabyte), said in
+// the refusal with `advice`.
+std::string read_whole_input(const std::string& path, std::string_view what, std::int64_t limit = kMaxWholeInputBytes,
+                             std::string_view advice = {});
 
 }  // namespace zt

@@ -216,7 +216,9 @@ void DataSource::open(const RunConfig& c) {
           "prepare again",
           c.sources_of({"data.dataset"}), d.dataset, cut);
     }
-    if (reads_text && fs::exists(dir / "vocab.json")) {
+    // A link that leads nowhere is read too, and refused naming it (it was taken for no vocabulary:
+    // the run's samples printed token ids).
+    if (std::error_code ec; reads_text && fs::exists(fs::symlink_status(dir / "vocab.json", ec))) {
       data::Vocab own = data::Vocab::load((dir / "vocab.json").string());
       // Another vocabulary than the one the dataset was made with would decode its ids as other text.
       if (vocab_ && vocab_->size() != own.size()) {

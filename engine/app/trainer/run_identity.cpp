@@ -171,6 +171,8 @@ bool same_contents(const nlohmann::json& a, const nlohmann::json& b) {
 }
 
 std::string describe_contents(const nlohmann::json& f) {
+  // An entry file_identity could not read (it printed as "-1 bytes, fingerprint 00000000").
+  if (f["bytes"].get<std::int64_t>() < 0) return "gone or unreadable";
   const std::optional<std::uint32_t> sampled = sampled_fingerprint(f);
   return fmt::format("{} bytes, fingerprint {:08x}{}", f["bytes"].get<std::int64_t>(),
                      f["fingerprint"].get<std::uint32_t>(), sampled ? fmt::format(", sampled {:08x}", *sampled) : "");

@@ -32,6 +32,22 @@ fs::path nearest_existing(fs::path p) {
   return p;
 }
 
+// A file that makes `dir` a dataset's folder (`zerotrain prepare`'s token files) or a tokenized
+// corpus's (tools/prepare_tokens.py's shards, told by their llm.c headers, not their names), with
+// what it is; empty where there is none.
+std::pair<std::string, std::string> data_file_in(const fs::path& dir) {
+  std::error_code ec;
+  for (const char* name : {"train.bin", "val.bin"}) {
+    if (fs::exists(fs::symlink_status(dir / name, ec))) return {name, "a dataset's token file"};
+  }
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() != ".bin" || !it->is_regular_file(ec)) continue;
+    if (data::llmc_token_magic(p.string()) != 0) return {p.filename().string(), "a token shard"};
+  }
+  return {};
+}
+
 }  // namespace
 
 void check_before_training(const RunConfig& c, const data::TokenText& text) {
@@ -62,29 +78,16 @@ void check_run_directory(const std::string& run_dir) {
   std::error_code ec;
   // A dataset's folder (`zerotrain prepare`'s token files beside its vocab.json): the run would
   // write its own vocab.json over the dataset's, so the runs that read the dataset afterwards
-  // would decode through another vocabulary, and its run files would mix with the dataset's.
-  for (const char* name : {"train.bin", "val.bin"}) {
-    if (fs::exists(fs::symlink_status(fs::path(run_dir) / name, ec))) {
-      throw_input_error(
-          "run directory {} holds {}, a dataset's token file (zerotrain prepare's folder, or token files put "
-          "there): the run's vocab.json and files would land among the dataset's; give the run another directory "
-          "(--run-dir, or log.run_dir: by default runs/<config name>)",
-          run_dir, name);
-    }
-  }
-  // A tokenized corpus's folder (tools/prepare_tokens.py's shards beside their tokenizer.json): the
+  // would decode through another vocabulary, and its run files would mix with the dataset's. A
+  // tokenized corpus's folder (tools/prepare_tokens.py's shards beside their tokenizer.json): the
   // run's tokenizer.json would replace the one the shards were encoded with, which every later run
-  // on them takes by default. Told by the shards' llm.c headers, not their names.
-  for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const fs::path& p = it->path();
-    if (p.extension() != ".bin" || !it->is_regular_file(ec)) continue;
-    if (data::llmc_token_magic(p.string()) != 0) {
-      throw_input_error(
-          "run directory {} holds {}, a token shard (a tokenized corpus's folder, or token files put there): the "
-          "run's tokenizer.json and files would land among the corpus's; give the run another directory (--run-dir, "
-          "or log.run_dir: by default runs/<config name>)",
-          run_dir, p.filename().string());
-    }
+  // on them takes by default.
+  if (const auto [file, kind] = data_file_in(run_dir); !file.empty()) {
+    throw_input_error(
+        "run directory {} holds {}, {} (a dataset's or tokenized corpus's folder, or token files put there): the "
+        "run's {} and files would land among the data's; give the run another directory (--run-dir, or "
+        "log.run_dir: by default runs/<config name>)",
+        run_dir, file, kind, kind == std::string("a token shard") ? "tokenizer.json" : "vocab.json");
   }
   // The files a run writes whole and renames into place, where something else stands under their
   // names (a device, a FIFO, a folder): refused, not replaced (a rename over a character device
@@ -136,6 +139,14 @@ void check_checkpoint_folder(const RunConfig& c, const std::string& run_dir) {
   const std::string made = in_run_dir ? fmt::format("the run directory '{}'", run_dir) : what;
   if (existing.empty() || !fs::is_directory(existing, ec)) {
     throw_input_error("{} cannot be made: '{}' is not a directory", made, existing.string());
+  }
+  // A dataset's or corpus's folder, as for the run directory: the checkpoints would land among the
+  // data's files (a glob over the folder then meets them), and the folder is the data's, not the run's.
+  if (const auto [file, kind] = data_file_in(folder); !file.empty()) {
+    throw_input_error(
+        "{} holds {}, {}: the checkpoints would land among the data's files; give checkpoint.dir "
+        "another folder",
+        what, file, kind);
   }
   if (const std::string why = why_unwritable(existing.string()); !why.empty()) {
     throw_input_error("{} cannot be written ('{}' is not writable: {})", made, existing.string(), why);

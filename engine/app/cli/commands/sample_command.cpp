@@ -233,6 +233,12 @@ int sample_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
+  // Under a launcher every rank would draw the same text: rank 0 alone reads the weights, samples
+  // and prints (each rank printed its errors and notes too; rank 0's error still fails the job). No
+  // world is made for it (a rank past 0 has nothing to send). Outside mpirun, where a rank variable
+  // may be one left in the environment (ZT_RANK=1, a torchrun worker's RANK), such a rank says why
+  // it prints nothing rather than exiting 0 in silence.
+  if (quiet_past_rank_zero("zerotrain sample")) return 0;
   WeightSource source = resolve_weight_source(parser, "sample");
   const std::string threads_note = fit_threads_to_idle_cores(parser, source);
   for (const std::string& note : source.notes) print_err("{}\n", note);
@@ -261,12 +267,6 @@ int sample_main(const std::vector<std::string>& args) {
   const SamplingOptions options = sampling_options(parser, text);
   const Prompt prompt =
       encode_prompt(parser, text, source.text_dir, source.context, source.spec.block_size(), source.spec.vocab_size());
-  // Under a launcher every rank would draw the same text: rank 0 alone samples and prints it (the
-  // others checked the same arguments above, so a bad one still ends every rank). No world is made
-  // for it (a rank past 0 has nothing to send). Outside mpirun, where a rank variable may be one
-  // left in the environment (ZT_RANK=1, a torchrun worker's RANK), such a rank says why it prints
-  // nothing rather than exiting 0 in silence.
-  if (quiet_past_rank_zero("zerotrain sample")) return 0;
   StandaloneModel model(source);
   source.checkpoint.reset();  // loaded: a live run's keep_last may take its checkpoint now
   if (!text.has()) {          // what stdout will hold, where it is no text (said once the weights are sound)

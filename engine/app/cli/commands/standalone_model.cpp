@@ -36,17 +36,29 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The data identity write_final_weights records in the file's metadata (as JSON text); null where
-// it records none (written before it did) or the header cannot be read (the load says why).
-nlohmann::json final_weights_data_identity(const std::string& path) {
+// A value write_final_weights records in the file's metadata as JSON text (the data identity, the
+// run's config); null where it records none (written before it did) or the header cannot be read
+// (the load says why).
+nlohmann::json final_weights_metadata(const std::string& path, const char* key) {
   try {
     const nlohmann::json meta = read_safetensors_header(path).json.value("__metadata__", nlohmann::json::object());
-    if (!meta.is_object() || !meta.contains("data_identity") || !meta["data_identity"].is_string()) return nullptr;
-    nlohmann::json identity = nlohmann::json::parse(meta["data_identity"].get<std::string>(), nullptr, false);
-    return identity.is_array() ? identity : nlohmann::json();
+    if (!meta.is_object() || !meta.contains(key) || !meta[key].is_string()) return nullptr;
+    nlohmann::json value = nlohmann::json::parse(meta[key].get<std::string>(), nullptr, false);
+    return value.is_discarded() ? nlohmann::json() : value;
   } catch (const std::exception&) {
     return nullptr;
   }
+}
+
+// The first key whose value differs between two model sections, "" for none.
+std::string first_model_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  for (const auto& [key, value] : a.items()) {
+    if (!b.contains(key) || b[key] != value) return key;
+  }
+  for (const auto& [key, value] : b.items()) {
+    if (!a.contains(key)) return key;
+  }
+  return "";
 }
 
 }  // namespace
@@ -299,7 +311,24 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   }
   const std::string config_path = (dir / "config.json").string();
   s.saved_config = read_json_file(config_path);
-  s.saved_data_identity = final_weights_data_identity((dir / "final.safetensors").string());
+  const nlohmann::json identity = final_weights_metadata((dir / "final.safetensors").string(), "data_identity");
+  s.saved_data_identity = identity.is_array() ? identity : nlohmann::json();
+  // The model config.json describes is the one final.safetensors was trained as (its metadata keeps
+  // the run's config): a config.json edited since, or written by a later run in the directory that
+  // stopped before its end, computed another model from the weights, whose shapes still fit, in
+  // silence (another norm_eps, rope_theta or head count).
+  const nlohmann::json trained = final_weights_metadata((dir / "final.safetensors").string(), "run_config");
+  if (trained.is_object() && trained.contains("model") && s.saved_config.is_object() &&
+      s.saved_config.contains("model")) {
+    if (const std::string key = first_model_difference(trained["model"], s.saved_config["model"]); !key.empty()) {
+      throw_input_error(
+          "zerotrain {}: {} says model.{} = {}, but its final.safetensors was trained with {} (config.json edited "
+          "since, or written by a later run in the directory that stopped before its end): --ckpt reads a checkpoint "
+          "whole",
+          command, config_path, key, s.saved_config["model"].value(key, nlohmann::json()).dump(),
+          trained["model"].value(key, nlohmann::json()).dump());
+    }
+  }
   const RunConfig cfg = saved_run_config(s.saved_config, config_path);
   s.spec = cfg.model_spec();
   s.spec.layout = {};  // the weights file holds whole tensors, so any unit layout reads it: the default one

@@ -69,8 +69,9 @@ def main():
     with open(os.path.join(wide, "config.json"), "w") as f:
         json.dump(doc, f)
     p = run(binary, "sample", "--run", wide, "--tokens", "2")
-    check(refused(p, "final.safetensors", "transformer.wte.weight", "1048576") and p.seconds < 20,
-          f"sample --run of weights narrower than its config: refused from the header ({p.returncode}, "
+    check(refused(p, "config.json says model.n_embd = 1048576", "final.safetensors was trained with 16")
+          and p.seconds < 20,
+          f"sample --run of weights narrower than its config: refused before any allocation ({p.returncode}, "
           f"{p.seconds:.1f} s, {p.lines})")
 
     # A sharded Hugging Face export, its index pointing a tensor outside the folder.

@@ -327,7 +327,7 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
         "{}: a checkpoint folder's pointer file, not a checkpoint; give the folder ({}) or the checkpoint it names",
         path, given.parent_path().string());
   }
-  if (!fs::is_directory(path)) {
+  if (std::error_code dir_ec; !fs::is_directory(path, dir_ec)) {  // a link that loops: not a directory
     std::error_code ec;
     throw_input_error("{}: {}", path,
                       fs::exists(path, ec) ? "not a directory: a checkpoint is a step_* directory, or a folder of them"
@@ -402,7 +402,9 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
 }
 
 std::string checkpoint_to_verify(const std::string& path) {
-  if (!fs::is_directory(path) || is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) return path;
+  if (std::error_code ec;
+      !fs::is_directory(path, ec) || is_complete(path) || step_of(fs::path(path).filename().string()) >= 0)
+    return path;
   const std::vector<std::string> order = resolution_order(path, current_latest(path), nullptr);
   return order.empty() ? path : order.front();
 }

@@ -39,16 +39,29 @@ std::string host_name() {
 
 // A lock this code writes is a small regular file: anything else reads as nothing (a FIFO's open
 // waited for a writer for ever; /dev/zero was read until the allocation failed). The constructor
-// refuses such a file by name first.
+// refuses such a file by name first. Opened first, without blocking, and then looked at (on NFS an
+// open revalidates the name, where a stat may be answered from a cache).
 std::string read_text(const std::string& path) {
-  constexpr std::streamsize kMaxLockBytes = 1 << 16;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::string();
-  std::ifstream in(path);
-  std::string text(static_cast<std::size_t>(kMaxLockBytes), '\0');
-  in.read(text.data(), kMaxLockBytes);
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  return in.bad() ? std::string() : text;
+  constexpr std::size_t kMaxLockBytes = 1 << 16;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::string();
+  struct stat st {};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    text.resize(kMaxLockBytes);
+    std::size_t got = 0;
+    for (ssize_t n = 0; got < kMaxLockBytes; got += static_cast<std::size_t>(n)) {
+      n = ::read(fd, text.data() + got, kMaxLockBytes - got);
+      if (n < 0 && errno == EINTR) {
+        n = 0;
+        continue;
+      }
+      if (n <= 0) break;
+    }
+    text.resize(got);
+  }
+  ::close(fd);
+  return text;
 }
 
 std::int64_t steady_now_ns() {

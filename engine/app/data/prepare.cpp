@@ -89,8 +89,8 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   // of other inputs refused larger texts as "more than any such input holds".
   const std::string text = read_whole_input(
       text_path, "text file", kMaxPrepareTextBytes,
-      "zerotrain prepare holds a text whole (about 3 bytes of memory a byte); tokenize a larger corpus into "
-      "shards with tools/prepare_tokens.py");
+      "zerotrain prepare holds a text whole (about 3 bytes of memory a byte); split a larger corpus into "
+      "documents (JSONL lines) and shard it with tools/prepare_tokens.py --tokenizer");
   if (text.empty()) throw_input_error("{}: text file is empty", text_path);
 
   // Vocabulary and encoding errors (invalid UTF-8) carry a byte offset; prefix them with the file.

@@ -55,6 +55,7 @@ std::string read_whole_input(const std::string& path, std::string_view what, std
   if (S_ISREG(st.st_mode) && st.st_size > limit) too_large();
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a pipe's writer may be slower than us
   std::string text;
+  if (S_ISREG(st.st_mode)) text.reserve(static_cast<std::size_t>(st.st_size));  // no doubling past the file
   char buffer[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));

@@ -143,10 +143,8 @@ void check_checkpoint_folder(const RunConfig& c, const std::string& run_dir) {
   // A dataset's or corpus's folder, as for the run directory: the checkpoints would land among the
   // data's files (a glob over the folder then meets them), and the folder is the data's, not the run's.
   if (const auto [file, kind] = data_file_in(folder); !file.empty()) {
-    throw_input_error(
-        "{} holds {}, {}: the checkpoints would land among the data's files; give checkpoint.dir "
-        "another folder",
-        what, file, kind);
+    throw_input_error("{} holds {}, {}: the checkpoints would land among the data's files; give {} another folder",
+                      what, file, kind, c.checkpoint.dir.empty() ? "the run (--run-dir)" : "checkpoint.dir");
   }
   if (const std::string why = why_unwritable(existing.string()); !why.empty()) {
     throw_input_error("{} cannot be written ('{}' is not writable: {})", made, existing.string(), why);

@@ -367,9 +367,6 @@ int ckpt_main(const std::vector<std::string>& args) {
     fmt::print("{}", kCkptUsage);
     return 0;
   }
-  // One process's work, printed once: under a launcher each rank printed its own copy, and two
-  // exports into one --out refused each other (the job exited 2 with the folder written).
-  if (quiet_past_rank_zero(fmt::format("zerotrain ckpt {}", action).c_str())) return 0;
   if (paths.empty()) throw_input_error("zerotrain ckpt {}: missing PATH (a checkpoint directory or folder)", action);
   if (paths.size() > 1) {
     throw_input_error("zerotrain ckpt {}: one PATH, got '{}' and '{}'", action, paths[0], paths[1]);

@@ -31,9 +31,6 @@ int prepare_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  // One folder, written once: under a launcher the other ranks' writes were refused by its lock
-  // (the job exited 2), and a bad --text was said once a rank.
-  if (quiet_past_rank_zero("zerotrain prepare")) return 0;
 
   const std::string level = parser.get("level", "char");
   data::Vocab::Kind kind = data::Vocab::Kind::kChar;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "engine/app/checkpoint/checkpoint_export.h"
@@ -313,23 +314,31 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   s.saved_config = read_json_file(config_path);
   const nlohmann::json identity = final_weights_metadata((dir / "final.safetensors").string(), "data_identity");
   s.saved_data_identity = identity.is_array() ? identity : nlohmann::json();
+  const RunConfig cfg = saved_run_config(s.saved_config, config_path);
   // The model config.json describes is the one final.safetensors was trained as (its metadata keeps
   // the run's config): a config.json edited since, or written by a later run in the directory that
   // stopped before its end, computed another model from the weights, whose shapes still fit, in
-  // silence (another norm_eps, rope_theta or head count).
-  const nlohmann::json trained = final_weights_metadata((dir / "final.safetensors").string(), "run_config");
-  if (trained.is_object() && trained.contains("model") && s.saved_config.is_object() &&
-      s.saved_config.contains("model")) {
-    if (const std::string key = first_model_difference(trained["model"], s.saved_config["model"]); !key.empty()) {
+  // silence (another norm_eps, rope_theta or head count). Compared as the model computes (a
+  // checkpoint's model keys: not dropout, which a resume may change), where this build reads the
+  // recorded config.
+  const std::string weights = (dir / "final.safetensors").string();
+  if (const nlohmann::json trained = final_weights_metadata(weights, "run_config"); trained.is_object()) {
+    std::optional<RunConfig> as_trained;
+    try {
+      as_trained = saved_run_config(trained, weights);
+    } catch (const std::exception&) {  // another build's config: the weights' shapes are still checked
+    }
+    const nlohmann::json now = ckpt::model_json(cfg.model_spec());
+    const nlohmann::json then = as_trained ? ckpt::model_json(as_trained->model_spec()) : now;
+    if (const std::string key = first_model_difference(then, now); !key.empty()) {
+      const auto shown = [&](const nlohmann::json& m) { return m.contains(key) ? m[key].dump() : "absent"; };
       throw_input_error(
           "zerotrain {}: {} says model.{} = {}, but its final.safetensors was trained with {} (config.json edited "
           "since, or written by a later run in the directory that stopped before its end): --ckpt reads a checkpoint "
           "whole",
-          command, config_path, key, s.saved_config["model"].value(key, nlohmann::json()).dump(),
-          trained["model"].value(key, nlohmann::json()).dump());
+          command, config_path, key, shown(now), shown(then));
     }
   }
-  const RunConfig cfg = saved_run_config(s.saved_config, config_path);
   s.spec = cfg.model_spec();
   s.spec.layout = {};  // the weights file holds whole tensors, so any unit layout reads it: the default one
   s.param_dtype = cfg.param_dtype;

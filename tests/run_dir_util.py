@@ -3,6 +3,7 @@ metrics.jsonl records and the train curve, final.safetensors tensor bytes, and t
 rank processes (to signal or kill one)."""
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -190,3 +191,15 @@ def rank_pids(marker):
         except (OSError, ValueError):
             pass
     return out
+
+
+def copy_run_with(run_dir, dest, section, key, value):
+    """A copy of run_dir at dest whose config.json sets section.key to value (an edited config, or one
+    an earlier build wrote); dest is returned."""
+    shutil.copytree(run_dir, dest)
+    with open(os.path.join(dest, "config.json")) as f:
+        doc = json.load(f)
+    doc[section][key] = value
+    with open(os.path.join(dest, "config.json"), "w") as f:
+        json.dump(doc, f)
+    return dest

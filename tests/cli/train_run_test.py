@@ -34,7 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import tensors  # noqa: E402
+from run_dir_util import copy_run_with, tensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = {
@@ -200,13 +200,7 @@ def main():
           f"Ctrl-C ends a sample with its text and a summary (exit {long.returncode}, {err.strip()[-200:]!r})")
     # A run whose optimizer values this build refuses (optim.eps = 0, which earlier builds took) is
     # sampled all the same: its optimizer plays no part in sampling.
-    old_run = os.path.join(work, "old_eps")
-    shutil.copytree(run_a, old_run)
-    with open(os.path.join(old_run, "config.json")) as f:
-        saved = json.load(f)
-    saved["optim"]["eps"] = 0.0
-    with open(os.path.join(old_run, "config.json"), "w") as f:
-        json.dump(saved, f)
+    old_run = copy_run_with(run_a, os.path.join(work, "old_eps"), "optim", "eps", 0.0)
     old = run(binary, ["sample", "--run", old_run, "--tokens", "30", "--prompt", "the "])
     check(old.returncode == 0 and old.stdout == p.stdout,
           f"a run saved with optim.eps = 0 is sampled as before ({old.stderr.strip()[-200:]!r})")

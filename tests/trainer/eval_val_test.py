@@ -21,7 +21,6 @@ data.order draws them), end to end through the real binary:
 
 usage: eval_val_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 """
-import json
 import os
 import re
 import shutil
@@ -34,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
-from run_dir_util import train_records  # noqa: E402
+from run_dir_util import copy_run_with, train_records  # noqa: E402
 
 CONFIG = os.path.join(ROOT, "configs", "tiny_debug.json")
 PRINTED = re.compile(r"validation \(the run's evaluation: (\d+) batch(?:es)? of (\d+) windows? of (\d+) tokens, "
@@ -86,13 +85,7 @@ def main():
 
     # A config.json that no longer describes the model final.safetensors was trained as (edited, or a
     # later run's): refused naming the key (another head count computed another model in silence).
-    edited = os.path.join(work, "edited_config")
-    shutil.copytree(run_dir, edited)
-    with open(os.path.join(edited, "config.json")) as f:
-        doc = json.load(f)
-    doc["model"]["n_head"] = 1
-    with open(os.path.join(edited, "config.json"), "w") as f:
-        json.dump(doc, f)
+    edited = copy_run_with(run_dir, os.path.join(work, "edited_config"), "model", "n_head", 1)
     for command in (["eval", "--run", edited, "--val"], ["sample", "--run", edited, "--tokens", "2"]):
         p = run([binary, *command])
         lines = p.stderr.strip().splitlines()

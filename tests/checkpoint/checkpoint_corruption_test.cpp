@@ -301,10 +301,20 @@ TEST_F(CheckpointCorruption, AModelPastTheConfigRangesIsRefusedBeforeItsTable) {
 
 TEST_F(CheckpointCorruption, UnsealedManifestIsRefused) {
   nlohmann::ordered_json doc = nlohmann::ordered_json::parse(manifest_text());
+  const auto sealed = doc["manifest_crc32"].get<std::uint64_t>();
   doc.erase("manifest_crc32");
   write_manifest(doc.dump(1));
   const std::string e = load_error();
   EXPECT_NE(e.find("no manifest_crc32"), std::string::npos) << e;
+  // A seal that is no crc32 is an edit, not an older manifest (it was said as "no manifest_crc32"); one
+  // past 32 bits was cut to its low bits, and the seal plus 2^32 passed.
+  for (const nlohmann::ordered_json& bad : {nlohmann::ordered_json("abc"), nlohmann::ordered_json(-1),
+                                            nlohmann::ordered_json(sealed + (std::uint64_t{1} << 32))}) {
+    doc["manifest_crc32"] = bad;
+    write_manifest(doc.dump(1));
+    const std::string edited = load_error();
+    EXPECT_NE(edited.find("manifest_crc32 = " + bad.dump() + " is no crc32"), std::string::npos) << edited;
+  }
 }
 
 TEST_F(CheckpointCorruption, AnotherModelIsRefusedOnLoad) {

@@ -156,8 +156,14 @@ Manifest Manifest::from_text(const std::string& text, const std::string& source)
   // What it is and which version first: another version may seal its manifest otherwise. Then the
   // seal, before any field is read: a hand edit is said as one, not as the field it broke.
   checked_format_version(plain, source);
-  if (!doc.contains("manifest_crc32") || !doc["manifest_crc32"].is_number_unsigned()) {
+  if (!doc.contains("manifest_crc32")) {
     throw_input_error("{}: no manifest_crc32 (written before manifests were sealed, or edited)", source);
+  }
+  // A value no crc32 is (a string, a negative or one past 32 bits, which was cut to its low bits
+  // and could then match) is an edit, not an older manifest.
+  if (!doc["manifest_crc32"].is_number_unsigned() || doc["manifest_crc32"].get<std::uint64_t>() > 0xffffffffull) {
+    throw_input_error("{}: manifest_crc32 = {} is no crc32: the manifest was edited or damaged", source,
+                      doc["manifest_crc32"].dump().substr(0, 40));
   }
   const auto recorded = doc["manifest_crc32"].get<std::uint32_t>();
   doc.erase("manifest_crc32");

@@ -256,9 +256,7 @@ IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data
   // data identity a checkpoint keeps: it does not change the trajectory.
   if (!config.data.choice_file.empty()) {
     const nlohmann::json f = file_identity(config.data.choice_file);
-    out.emplace_back("data.choice_file's contents",
-                     fmt::format("{} bytes, fingerprint {:08x}", f["bytes"].get<std::int64_t>(),
-                                 f["fingerprint"].get<std::uint32_t>()));
+    out.emplace_back("data.choice_file's contents", describe_contents(f));
   }
   const ModelSpec spec = config.model_spec();
   const ParamTable table = build_param_table(spec);

@@ -28,6 +28,27 @@ nlohmann::json model_json(const ModelSpec& spec) {
   return m;
 }
 
+std::vector<std::string> differing_model_keys(const nlohmann::json& a, const nlohmann::json& b) {
+  std::vector<std::string> keys;
+  for (const nlohmann::json* side : {&a, &b}) {
+    if (!side->is_object()) continue;
+    for (const auto& [key, value] : side->items()) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+  }
+  // As written (2 and 2.0 are two values in a manifest), absent apart from any value.
+  const auto value_in = [](const nlohmann::json& side, const std::string& key) {
+    return side.is_object() && side.contains(key) ? side[key].dump() : std::string("absent");
+  };
+  const bool vocab_differs = value_in(a, "vocab_size") != value_in(b, "vocab_size");
+  const bool family_differs = value_in(a, "type") != value_in(b, "type");
+  std::erase_if(keys, [&](const std::string& key) {
+    return value_in(a, key) == value_in(b, key) || (key == "padded_vocab_size" && vocab_differs) ||
+           (family_differs && key != "type");
+  });
+  return keys;
+}
+
 namespace {
 
 // The keys model_json writes for every family; the rest are the family's own.

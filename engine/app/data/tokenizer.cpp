@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
+#include <optional>
 #include <queue>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "engine/app/data/utf8.h"
 #include "engine/app/io/json_file.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 
 namespace zt::data {
 
@@ -51,15 +53,12 @@ namespace {
 // negative or past any real vocabulary (the table of tokens by id is sized by the largest).
 std::int32_t checked_id(const nlohmann::json& value, const std::string& token, const std::string& path) {
   constexpr std::int64_t kMaxVocabulary = std::int64_t{1} << 24;
-  const bool integer =
-      value.is_number_integer() &&
-      (value.is_number_unsigned() ? value.get<std::uint64_t>() < std::uint64_t{kMaxVocabulary}
-                                  : value.get<std::int64_t>() >= 0 && value.get<std::int64_t>() < kMaxVocabulary);
-  if (!integer) {
+  const std::optional<long long> id = json_integer_in(value, 0, kMaxVocabulary - 1);
+  if (!id) {
     throw_input_error("{}: token '{}' has id {} (ids are integers from 0 to below {})", path, token, value.dump(),
                       kMaxVocabulary);
   }
-  return static_cast<std::int32_t>(value.get<std::int64_t>());
+  return static_cast<std::int32_t>(*id);
 }
 
 // The ids of the special tokens a TemplateProcessing puts before the sequence in its "single"

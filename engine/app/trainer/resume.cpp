@@ -77,24 +77,11 @@ namespace {
 // sections (ckpt::model_json) that differ, each once (padded_vocab_size follows vocab_size, and
 // every key follows the family: another family is named alone).
 std::string model_differences(const nlohmann::json& saved, const nlohmann::json& now) {
-  std::vector<std::string> keys;
-  for (const nlohmann::json* side : {&saved, &now}) {
-    if (!side->is_object()) continue;
-    for (const auto& [key, value] : side->items()) {
-      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
-    }
-  }
   const auto value_in = [](const nlohmann::json& side, const std::string& key) {
     return side.is_object() && side.contains(key) ? side[key].dump() : std::string("absent");
   };
-  const bool vocab_differs = value_in(saved, "vocab_size") != value_in(now, "vocab_size");
-  const bool family_differs = value_in(saved, "type") != value_in(now, "type");  // its own keys follow it
   std::vector<std::string> out;
-  for (const std::string& key : keys) {
-    if (value_in(saved, key) == value_in(now, key) || (key == "padded_vocab_size" && vocab_differs) ||
-        (family_differs && key != "type")) {
-      continue;
-    }
+  for (const std::string& key : ckpt::differing_model_keys(saved, now)) {
     out.push_back(fmt::format("model.{}: {} in the checkpoint, {} in the config", key == "type" ? "arch" : key,
                               value_in(saved, key), value_in(now, key)));
   }

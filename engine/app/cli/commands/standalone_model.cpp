@@ -37,29 +37,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A value write_final_weights records in the file's metadata as JSON text (the data identity, the
-// run's config); null where it records none (written before it did) or the header cannot be read
-// (the load says why).
-nlohmann::json final_weights_metadata(const std::string& path, const char* key) {
+// The values write_final_weights records in the file's metadata as JSON text (the data identity,
+// the run's config), by key, parsed from one read of the header; a key it records none of (written
+// before it did), or a header that cannot be read (the load says why), is absent.
+nlohmann::json final_weights_metadata(const std::string& path) {
+  nlohmann::json recorded = nlohmann::json::object();
   try {
     const nlohmann::json meta = read_safetensors_header(path).json.value("__metadata__", nlohmann::json::object());
-    if (!meta.is_object() || !meta.contains(key) || !meta[key].is_string()) return nullptr;
-    nlohmann::json value = nlohmann::json::parse(meta[key].get<std::string>(), nullptr, false);
-    return value.is_discarded() ? nlohmann::json() : value;
-  } catch (const std::exception&) {
-    return nullptr;
-  }
-}
-
-// The first key whose value differs between two model sections, "" for none.
-std::string first_model_difference(const nlohmann::json& a, const nlohmann::json& b) {
-  for (const auto& [key, value] : a.items()) {
-    if (!b.contains(key) || b[key] != value) return key;
-  }
-  for (const auto& [key, value] : b.items()) {
-    if (!a.contains(key)) return key;
-  }
-  return "";
+    if (!meta.is_object()) return recorded;
+    for (auto it = meta.begin(); it != meta.end(); ++it) {
+      if (!it->is_string()) continue;
+      nlohmann::json value = nlohmann::json::parse(it->get<std::string>(), nullptr, false);
+      if (!value.is_discarded()) recorded[it.key()] = std::move(value);
+    }
+  } catch (const std::exception&) {}
+  return recorded;
 }
 
 }  // namespace
@@ -312,7 +304,9 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   }
   const std::string config_path = (dir / "config.json").string();
   s.saved_config = read_json_file(config_path);
-  const nlohmann::json identity = final_weights_metadata((dir / "final.safetensors").string(), "data_identity");
+  const std::string weights = (dir / "final.safetensors").string();
+  const nlohmann::json recorded = final_weights_metadata(weights);
+  const nlohmann::json identity = recorded.value("data_identity", nlohmann::json());
   s.saved_data_identity = identity.is_array() ? identity : nlohmann::json();
   const RunConfig cfg = saved_run_config(s.saved_config, config_path);
   // The model config.json describes is the one final.safetensors was trained as (its metadata keeps
@@ -321,16 +315,17 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   // silence (another norm_eps, rope_theta or head count). Compared as the model computes (a
   // checkpoint's model keys: not dropout, which a resume may change), where this build reads the
   // recorded config.
-  const std::string weights = (dir / "final.safetensors").string();
-  if (const nlohmann::json trained = final_weights_metadata(weights, "run_config"); trained.is_object()) {
-    std::optional<RunConfig> as_trained;
+  std::optional<RunConfig> as_trained;
+  if (const nlohmann::json trained = recorded.value("run_config", nlohmann::json()); trained.is_object()) {
     try {
       as_trained = saved_run_config(trained, weights);
     } catch (const std::exception&) {  // another build's config: the weights' shapes are still checked
     }
-    const nlohmann::json now = ckpt::model_json(cfg.model_spec());
-    const nlohmann::json then = as_trained ? ckpt::model_json(as_trained->model_spec()) : now;
-    if (const std::string key = first_model_difference(then, now); !key.empty()) {
+  }
+  if (as_trained) {
+    const nlohmann::json now = ckpt::model_json(cfg.model_spec()), then = ckpt::model_json(as_trained->model_spec());
+    if (const std::vector<std::string> keys = ckpt::differing_model_keys(then, now); !keys.empty()) {
+      const std::string& key = keys.front();
       const auto shown = [&](const nlohmann::json& m) { return m.contains(key) ? m[key].dump() : "absent"; };
       throw_input_error(
           "zerotrain {}: {} says model.{} = {}, but its final.safetensors was trained with {} (config.json edited "

@@ -3,7 +3,8 @@
 holding someone else's files. Each is refused in one line with exit 2 and nothing touched, or used
 as named, never a hang (every command runs under a timeout) or a replaced file:
 
-  * a FIFO or a device as --config, as a token file, as the run's metrics.jsonl at a resume;
+  * a FIFO or a device as --config, as a token file, as the run's metrics.jsonl at a resume (and a
+    folder there);
   * a symlink loop as data.dataset;
   * metrics.jsonl kept elsewhere through a symlink: a resume that drops records rewrites the
     linked file, and the link stays; ckpt export --format llmc --out a symlink writes its target;
@@ -135,6 +136,13 @@ def main():
     ok, lines = refused(train(fifo_run, "--set", "train.max_steps=6", "--resume", "latest"), "metrics file",
                         "FIFO that nothing reads", "give a regular file")
     check(ok, f"a FIFO as metrics.jsonl at a resume: refused, no hang ({lines})")
+    # A folder there: the run directory's fault, exit 2 before the first step (it was exit 1).
+    folder_run = killed_after_step_6("folder_metrics")
+    os.remove(os.path.join(folder_run, "metrics.jsonl"))
+    os.mkdir(os.path.join(folder_run, "metrics.jsonl"))
+    ok, lines = refused(train(folder_run, "--set", "train.max_steps=6", "--resume", "latest"), "metrics file",
+                        "Is a directory")
+    check(ok, f"a folder as metrics.jsonl at a resume: refused with exit 2 ({lines})")
 
     linked_run = killed_after_step_6("linked_metrics")
     elsewhere = os.path.join(work, "elsewhere.jsonl")

@@ -919,6 +919,16 @@ def main():
             w = run(binary, [command[0], "--run", given, *command[1:]])
             check(w.returncode == 2 and words in w.stderr and len(w.stderr.strip().splitlines()) == 1,
                   f"{command[0]} --run {os.path.basename(given)}: named with the flag that reads it ({w.stderr.strip()})")
+    # A file inside a checkpoint, or beside a checkpoint folder's "latest", names the checkpoint
+    # with --ckpt (it pointed to --from as an llm.c model file).
+    step_dir = os.path.join(ckpt_folder, "step_00000000")
+    for given, words in ((os.path.join(step_dir, "manifest.json"),
+                          f"(it is in a zerotrain checkpoint {step_dir}: --ckpt {step_dir})"),
+                         (os.path.join(ckpt_folder, "latest"),
+                          f"(it is in a zerotrain checkpoint folder {ckpt_folder}: --ckpt {ckpt_folder})")):
+        w = run(binary, ["eval", "--ckpt", given, "--val"])
+        check(w.returncode == 2 and "a file, not a checkpoint or checkpoint folder " + words in w.stderr,
+              f"eval --ckpt {os.path.basename(given)}: the checkpoint holding it named ({w.stderr.strip()})")
     # --dtype reads fp32 as the config keys and ckpt export do.
     w = run(binary, ["sample", "--ckpt", ckpt_folder, "--tokens", "2", "--dtype", "fp32"])
     check(w.returncode == 0, f"sample --dtype fp32 is f32 ({w.stderr.strip()[-200:]})")

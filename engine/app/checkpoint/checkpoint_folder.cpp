@@ -377,6 +377,11 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
       if (!fs::exists(c, gone_ec) && set_aside_as(path, fs::path(c).filename().string())) {
         throw_input_error("{}: moved to {}/{}/ by a resume from an earlier step", c, path, kSupersededName);
       }
+      // `latest` naming none, read twice (current_latest): no live run's pruning, which the reader
+      // would say, but a pointer edited or copied without its checkpoint.
+      if (!fs::exists(c, gone_ec) && fs::path(c).filename() == latest) {
+        throw_input_error("{}: no such directory, though {}/{} names it", c, path, kLatestName);
+      }
       FileHandle held = FileHandle::hold_for_reading(c);  // before keep_last can take it from under us
       // Too late: a live run's keep_last moved it away (a newer one is complete). One that could
       // not be opened at all gets check_valid's own words.

@@ -49,6 +49,10 @@ void MetricsLog::open_file(bool truncate) {
     throw_input_error("metrics file {}: is a FIFO that nothing reads, whose open would wait; give a regular file",
                       path_);
   }
+  // What the path is (a folder, a file the user may not write): the run directory's fault, exit 2.
+  if (fd < 0 && (errno == EISDIR || errno == EACCES || errno == EROFS || errno == ENOTDIR || errno == ELOOP)) {
+    throw_input_error("cannot open metrics file '{}' for writing: {}", path_, std::strerror(errno));
+  }
   if (fd < 0) throw_runtime_error("cannot open metrics file '{}' for writing: {}", path_, std::strerror(errno));
   struct stat st {};
   regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);

@@ -55,6 +55,10 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
     // A path the shell left unexpanded (--run-dir=~/x: no expansion after '='), as the shell would
     // have expanded it: taken as it was, it made a folder named "~" in the working directory.
     const bool path = flag->metavar == "DIR" || flag->metavar == "FILE" || flag->metavar.ends_with("PATH");
+    if (path && inline_value.empty()) {
+      // An empty name (--tokens "$UNSET") was read as a file named "", whose error named nothing.
+      throw_input_error("zerotrain {}: --{} is empty: it needs a {}", command_, flag->name, flag->metavar);
+    }
     if (path) {
       std::optional<std::string> expanded = expand_home(inline_value);
       if (!expanded) {

@@ -126,14 +126,19 @@ RunConfig saved_run_config(nlohmann::json doc, const std::string& source) {
 namespace {
 
 // Which flag reads a file given where a folder belongs: one inside a run directory (its config.json,
-// final.safetensors) or a Hugging Face folder names the folder; a lone safetensors file, the
-// folder that should hold it; anything else may be an llm.c model file, which --from reads.
+// final.safetensors), a checkpoint (its manifest.json, a rank's shard) or a Hugging Face folder
+// names the folder; a lone safetensors file, the folder that should hold it; anything else may be
+// an llm.c model file, which --from reads.
 std::string file_advice(const std::string& path) {
   const std::string parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : ".";
-  switch (weights_at(parent)) {
+  const WeightsAt parent_at = weights_at(parent);
+  switch (parent_at) {
     case WeightsAt::kRunDirectory: return fmt::format(" (it is in the run directory {}: --run {})", parent, parent);
     case WeightsAt::kHuggingFaceFolder:
       return fmt::format(" (it is in the Hugging Face folder {}: --from {})", parent, parent);
+    case WeightsAt::kCheckpoint:
+    case WeightsAt::kCheckpointFolder:
+      return fmt::format(" (it is in {} {}: --ckpt {})", weights_at_name(parent_at), parent, parent);
     default: break;
   }
   if (fs::path(path).extension() == ".safetensors") {

@@ -14,6 +14,8 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/durable_file.h"
@@ -182,6 +184,29 @@ TEST_F(CheckpointCorruption, RowOffsetThatDoesNotContinueItsTensorIsRefused) {
   EXPECT_NE(e.find("starts at row 5 but its earlier parts hold 0 rows"), std::string::npos) << e;
 }
 
+// Shapes whose element counts overflow (each dimension in range, their product 2^80, which was
+// signed overflow in the table's numel), a Hugging Face shape likewise, and a table past 2^40
+// elements in all: refused by name before any offset is computed from them.
+TEST_F(CheckpointCorruption, ShapesPastTwoToTheFortyElementsAreRefused) {
+  const std::int64_t big = std::int64_t{1} << 40;
+  const std::string original = manifest_text();
+  for (const auto& [key, shape, said] :
+       {std::tuple<const char*, std::vector<std::int64_t>, const char*>{"shape", {big, big}, "over 2^40 elements"},
+        {"hf_shape", {big, big}, "over 2^40 elements"},
+        {"shape", {-1, 4}, "negative"},
+        {"shape", {big}, "takes the table past 2^40 elements"}}) {
+    nlohmann::ordered_json doc = nlohmann::ordered_json::parse(manifest_text());
+    ASSERT_TRUE(doc.contains("params") && doc["params"].size() > 1);
+    nlohmann::ordered_json& p = doc["params"][1];
+    p[key] = shape;
+    if (std::string(key) == "shape") p["hf_shape"] = shape;
+    write_resealed_manifest(doc.dump(1));
+    const std::string e = load_error();
+    EXPECT_NE(e.find(said), std::string::npos) << key << ": " << e;
+    write_manifest(original);
+  }
+}
+
 // The manifest is sealed by a crc32 of its contents: a position edited by hand (the sample index
 // a resume would continue from) is refused, and a step_XXXXXXXX directory must hold that step
 // (a resealed manifest of another step, or one moved to another folder).
@@ -270,6 +295,17 @@ TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
          d["extra"]["data_identity"] = {{{"path", 3}}};
        },
        "extra.data_identity is [{\"path\":3}], not a list"},
+      // A crc32 past 32 bits, or a sampled one that is none: printed cut to 32 bits, a changed
+      // file's refusal named two equal fingerprints.
+      {[](auto& d) {
+         d["extra"]["data_identity"] = {{{"path", "t.bin"}, {"bytes", 9}, {"fingerprint", 4294967301ULL}}};
+       },
+       "\"fingerprint\":4294967301,\"path\":\"t.bin\"}], not a list of files"},
+      {[](auto& d) {
+         d["extra"]["data_identity"] = {
+             {{"path", "t.bin"}, {"bytes", 9}, {"fingerprint", 5}, {"sampled_fingerprint", -5}}};
+       },
+       "\"sampled_fingerprint\":-5}], not a list of files"},
       {[](auto& d) { d["extra"]["save_id"] = 7; }, "extra.save_id is 7, not a string"},
   };
   for (const auto& [edit, message] : cases) {

@@ -21,9 +21,11 @@ data.order draws them), end to end through the real binary:
 
 usage: eval_val_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 """
+import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -91,6 +93,23 @@ def main():
         lines = p.stderr.strip().splitlines()
         check(p.returncode == 2 and len(lines) == 1 and "says model.n_head = 1, but its final.safetensors was "
               "trained with 2" in lines[0], f"{command[0]} --run of an edited config.json: refused ({lines})")
+    # final.safetensors' data identity with a fingerprint past 32 bits (an edit): refused naming the
+    # file, as a checkpoint's is (it was printed cut to 32 bits).
+    forged = copy_run_with(run_dir, os.path.join(work, "forged_identity"), "model", "n_head", 2)
+    weights = os.path.join(forged, "final.safetensors")
+    with open(weights, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        data = f.read()
+    identity = json.loads(header["__metadata__"]["data_identity"])
+    identity.append({"path": "x.bin", "bytes": 9, "fingerprint": (1 << 32) + 5})
+    header["__metadata__"]["data_identity"] = json.dumps(identity)
+    text = json.dumps(header).encode()
+    with open(weights, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+    p = run([binary, "eval", "--run", forged, "--val"])
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode == 2 and len(lines) == 1 and "final.safetensors: its data_identity is" in lines[0],
+          f"eval --run of a forged data identity in final.safetensors: refused ({lines})")
 
     # 2 ranks at stage 3 with bf16 parameters: its checkpoint's validation loss from 1 process and
     # from 2 ranks (each scoring its share of the batches).

@@ -188,6 +188,17 @@ nlohmann::json extra_object(const nlohmann::json& extra, const std::string& key)
   return extra.is_object() && extra.contains(key) && extra[key].is_object() ? extra[key] : nlohmann::json::object();
 }
 
+bool is_data_file_entry(const nlohmann::json& f) {
+  const auto crc32 = [&](const char* key) {
+    return f[key].is_number_unsigned() && f[key].get<std::uint64_t>() <= 0xFFFFFFFFu;
+  };
+  const auto string_or_absent = [&](const char* key) { return !f.contains(key) || f[key].is_string(); };
+  return f.is_object() && f.contains("path") && f["path"].is_string() && f.contains("bytes") &&
+         f["bytes"].is_number_integer() && f["bytes"].get<std::int64_t>() >= -1 && f.contains("fingerprint") &&
+         crc32("fingerprint") && (!f.contains("sampled_fingerprint") || crc32("sampled_fingerprint")) &&
+         string_or_absent("split") && string_or_absent("found");
+}
+
 std::string checkpoint_lineage_id(const nlohmann::json& extra, std::uint32_t manifest_crc32) {
   const std::string save_id = extra_string(extra, "save_id");
   return !save_id.empty() ? save_id : fmt::format("crc32:{:08x}", manifest_crc32);

@@ -70,6 +70,13 @@ std::string extra_string(const nlohmann::json& extra, const std::string& key);
 // extra[key] where it is an object, else an empty one (a checkpoint saved before the field was).
 nlohmann::json extra_object(const nlohmann::json& extra, const std::string& key);
 
+// One entry of a data identity (trainer/run_identity.h) as a run writes it: path (a string), bytes
+// (a whole number, -1 where the file could not be read), fingerprint and sampled_fingerprint (where
+// there is one) crc32s, split and found (where there are) strings. A manifest's and final.safetensors'
+// entries are read through it: a fingerprint past 32 bits was printed cut to its low bits, so a
+// changed file's refusal named two equal fingerprints.
+bool is_data_file_entry(const nlohmann::json& f);
+
 // A checkpoint's name in its folder's lineage, which the next save of its run records as its
 // previous_save_id: extra.save_id, or, for a checkpoint saved before save ids, "crc32:" and its
 // manifest_crc32 (so that the first save after an upgrade continues its chain: a kill before

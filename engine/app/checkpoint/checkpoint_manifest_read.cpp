@@ -114,6 +114,7 @@ ParamTable table_from_json(const ManifestObject& doc, const std::string& source)
   const nlohmann::json& units = doc.list("units");
   const nlohmann::json& params = doc.list("params");
   int last_unit = -1;
+  std::int64_t table_elements = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const ManifestObject p = doc.element("params", i);
     const std::string name = p.string("name");
@@ -128,9 +129,26 @@ ParamTable table_from_json(const ManifestObject& doc, const std::string& source)
     if (p.string("dtype") != "F32") throw_input_error("{}: parameter '{}' state dtype is not F32", source, name);
     const auto shape = p.integers<std::int64_t>("shape");
     const auto hf_shape = p.integers<std::int64_t>("hf_shape");
-    for (std::int64_t d : shape) {
-      if (d < 0 || d > (std::int64_t{1} << 40)) throw_input_error("{}: parameter '{}' has a bad shape", source, name);
-    }
+    // Each dimension, and their product (a tensor's and the whole table's element counts, which the
+    // table and the exports sum and multiply), in 2^40: [2^40, 2^40] overflowed int64 in add_param.
+    constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
+    const auto elements_of = [&](const std::vector<std::int64_t>& dims) {
+      std::int64_t elements = 1;
+      for (std::int64_t d : dims) {
+        if (d < 0 || d > kMaxElements || (d > 0 && elements > kMaxElements / d)) {
+          throw_input_error(
+              "{}: parameter '{}' has a bad shape [{}] (Hugging Face shape [{}]): negative, or over 2^40 "
+              "elements",
+              source, name, fmt::join(shape, ", "), fmt::join(hf_shape, ", "));
+        }
+        elements *= d;
+      }
+      return elements;
+    };
+    elements_of(hf_shape);
+    table_elements += elements_of(shape);
+    if (table_elements > kMaxElements)
+      throw_input_error("{}: parameter '{}' takes the table past 2^40 elements", source, name);
     // A part of a tensor split by rows across units continues the rows of its earlier parts
     // (manifests written before row parts existed have no row_offset: whole tensors).
     if (shape.empty() || hf_shape.size() != shape.size()) {
@@ -201,12 +219,7 @@ void check_config_and_extra_types(const nlohmann::json& config, const nlohmann::
   // The files the run read: a list of {path, bytes, fingerprint[, split]} (run_identity.h).
   if (extra.contains("data_identity")) {
     const nlohmann::json& files = extra["data_identity"];
-    const auto is_file = [](const nlohmann::json& f) {
-      return f.is_object() && f.contains("path") && f["path"].is_string() && f.contains("bytes") &&
-             f["bytes"].is_number_integer() && f.contains("fingerprint") && f["fingerprint"].is_number_integer() &&
-             (!f.contains("split") || f["split"].is_string());
-    };
-    if (!files.is_array() || !std::all_of(files.begin(), files.end(), is_file)) {
+    if (!files.is_array() || !std::all_of(files.begin(), files.end(), is_data_file_entry)) {
       throw_input_error("{}: extra.data_identity is {}, not a list of files (path, bytes, fingerprint)", source,
                         files.dump().substr(0, 200));
     }

@@ -116,19 +116,13 @@ std::string human_bytes(std::int64_t b) {
   return fmt::format("{} B", b);
 }
 
-// One entry of a manifest's data identity: "data file (train): PATH, N bytes, fingerprint X, sampled Y", or
-// the entry as it is where a field is not what a run writes.
+// One entry of a manifest's data identity (each as a run writes it: ckpt::is_data_file_entry):
+// "data file (train): PATH, N bytes, fingerprint X, sampled Y".
 void print_data_file(const nlohmann::json& f) {
-  const auto has = [&](const char* key) { return f.is_object() && f.contains(key); };
-  if (has("path") && f["path"].is_string() && has("bytes") && f["bytes"].is_number_integer() && has("fingerprint") &&
-      f["fingerprint"].is_number_unsigned() && f["fingerprint"].get<std::uint64_t>() <= 0xFFFFFFFFu) {  // a crc32
-    const std::string split = f.contains("split") && f["split"].is_string() ? f["split"].get<std::string>() : "";
-    // Its contents as a resume's refusal names them (the sampled blocks between the ends too).
-    fmt::print("data file{}: {}, {}\n", split.empty() ? "" : " (" + split + ")", f["path"].get<std::string>(),
-               describe_contents(f));
-  } else {
-    fmt::print("data file: {}\n", f.dump());
-  }
+  const std::string split = f.value("split", "");
+  // Its contents as a resume's refusal names them (the sampled blocks between the ends too).
+  fmt::print("data file{}: {}, {}\n", split.empty() ? "" : " (" + split + ")", f["path"].get<std::string>(),
+             describe_contents(f));
 }
 
 int inspect(const std::string& path) {

@@ -312,7 +312,12 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   const std::string weights = (dir / "final.safetensors").string();
   const nlohmann::json recorded = final_weights_metadata(weights);
   const nlohmann::json identity = recorded.value("data_identity", nlohmann::json());
-  s.saved_data_identity = identity.is_array() ? identity : nlohmann::json();
+  if (!identity.is_null() &&
+      (!identity.is_array() || !std::all_of(identity.begin(), identity.end(), ckpt::is_data_file_entry))) {
+    throw_input_error("zerotrain {}: {}: its data_identity is {}, not a list of files (path, bytes, fingerprint)",
+                      command, weights, identity.dump().substr(0, 200));
+  }
+  s.saved_data_identity = identity;
   const RunConfig cfg = saved_run_config(s.saved_config, config_path);
   // The model config.json describes is the one final.safetensors was trained as (its metadata keeps
   // the run's config): a config.json edited since, or written by a later run in the directory that

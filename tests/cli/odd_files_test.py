@@ -4,7 +4,7 @@ holding someone else's files. Each is refused in one line with exit 2 and nothin
 as named, never a hang (every command runs under a timeout) or a replaced file:
 
   * a FIFO or a device as --config, as a token file, as the run's metrics.jsonl at a resume (and a
-    folder there);
+    folder there) and at eval --run --val, as ckpt export --out's config.json, as plan --profile;
   * a symlink loop as data.dataset;
   * metrics.jsonl kept elsewhere through a symlink: a resume that drops records rewrites the
     linked file, and the link stays; ckpt export --format llmc --out a symlink writes its target;
@@ -136,6 +136,22 @@ def main():
     ok, lines = refused(train(fifo_run, "--set", "train.max_steps=6", "--resume", "latest"), "metrics file",
                         "FIFO that nothing reads", "give a regular file")
     check(ok, f"a FIFO as metrics.jsonl at a resume: refused, no hang ({lines})")
+    # FIFOs where other commands read a file as a stream (each waited for a writer for ever): eval
+    # --run --val's metrics.jsonl, ckpt export --out's config.json, plan --profile.
+    fifo_eval = killed_after_step_6("fifo_eval")
+    os.remove(os.path.join(fifo_eval, "metrics.jsonl"))
+    os.mkfifo(os.path.join(fifo_eval, "metrics.jsonl"))
+    fifo_out = os.path.join(work, "fifo_out")
+    os.mkdir(fifo_out)
+    os.mkfifo(os.path.join(fifo_out, "config.json"))
+    for what, args, fragments in [
+            ("eval --run --val, metrics.jsonl", ["eval", "--run", fifo_eval, "--val"], ["metrics file", "is a FIFO"]),
+            ("ckpt export --out, config.json", ["ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf",
+                                                "--out", fifo_out], ["config.json", "is a FIFO"]),
+            ("plan --profile", ["plan", "--config", CONFIG, "--device-memory", "1GB", "--profile", fifo],
+             [fifo, "is a FIFO"])]:
+        ok, lines = refused(run(*args), *fragments)
+        check(ok, f"a FIFO as {what}: refused in one line, no hang ({lines})")
     # A folder there: the run directory's fault, exit 2 before the first step (it was exit 1).
     folder_run = killed_after_step_6("folder_metrics")
     os.remove(os.path.join(folder_run, "metrics.jsonl"))

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "engine/app/config/config_limits.h"
 #include "engine/app/config/model_section.h"
+#include "engine/app/io/json_file.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/store_comm.h"
 #include "engine/base/core/check.h"
@@ -20,14 +20,6 @@ namespace zt::plan {
 namespace fs = std::filesystem;
 
 namespace {
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_input_error("--profile: cannot read {}", path);
-  nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
-  if (doc.is_discarded()) throw_input_error("--profile: {} is not JSON", path);
-  return doc;
-}
 
 // What an op's time grows with.
 enum class OpClass { kLinear, kAttention, kVocab, kMlpActivation, kElementwise, kOptimizer };
@@ -96,10 +88,10 @@ namespace {
 OpProfile load_op_profile_or_throw(const std::string& path) {
   nlohmann::json config, profile;
   if (fs::is_directory(path)) {
-    config = read_json((fs::path(path) / "config.json").string());
-    profile = read_json((fs::path(path) / "op_profile.json").string());
+    config = read_json_file((fs::path(path) / "config.json").string());
+    profile = read_json_file((fs::path(path) / "op_profile.json").string());
   } else {
-    const nlohmann::json doc = read_json(path);
+    const nlohmann::json doc = read_json_file(path);
     if (!doc.contains("config") || !doc.contains("op_profile")) {
       throw_input_error(
           "--profile: {} holds no \"config\" and \"op_profile\" (give a run directory with op_profile.json)", path);

@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
+#include "engine/app/io/input_file.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_text.h"
@@ -17,9 +17,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Null where there is no such file or it holds no JSON; one that is no regular file (a FIFO would
+// hang the read) is refused naming it.
 nlohmann::json read_json_or_null(const std::string& path) {
-  std::ifstream in(path);
-  return in ? nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return nlohmann::json();
+  return nlohmann::json::parse(read_whole_input(path, "run config"), nullptr, /*allow_exceptions=*/false);
 }
 
 bool given(const nlohmann::json& v) { return !v.is_null() && v != "" && v != nlohmann::json::array(); }

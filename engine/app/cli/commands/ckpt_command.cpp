@@ -19,6 +19,7 @@
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/output_file.h"
+#include "engine/app/io/weights_location.h"
 #include "engine/app/trainer/checkpoint_vocabulary.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
@@ -49,18 +50,16 @@ std::string resolve(const std::string& path, ckpt::Validation validation) {
 // An HF export writes config.json: into a training run's directory it would replace the run's own,
 // which --resume, sample --run and eval --run read. Refused before anything is read or written.
 void refuse_run_directory(const std::string& out) {
-  const std::filesystem::path dir(out);
-  bool run = std::filesystem::exists(dir / "metrics.jsonl") || std::filesystem::exists(dir / "RUN_LOCK");
-  std::error_code ec;  // a directory of that name reads as none (the export's own check names it)
-  if (std::ifstream in(dir / "config.json"); in && !run && std::filesystem::is_regular_file(dir / "config.json", ec)) {
-    const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    run = config.is_object() && config.contains("train");  // a run's; an HF config has no such section
-  }
-  if (run) {
+  // A run's as weights_at tells one (metrics.jsonl, final.safetensors, a config.json with a "model"
+  // section, which an HF config has not; its config.json read as any input, a FIFO there refused,
+  // not waited on), or a live run's before its first record.
+  std::error_code ec;
+  if (weights_at(out) == WeightsAt::kRunDirectory ||
+      std::filesystem::exists(std::filesystem::path(out) / "RUN_LOCK", ec)) {
     throw_input_error(
         "zerotrain ckpt export: --out {} is a training run's directory (its config.json is the run's, which "
         "--resume and sample/eval --run read); export to another folder, e.g. --out {}",
-        out, (dir / "hf").string());
+        out, (std::filesystem::path(out) / "hf").string());
   }
 }
 

@@ -21,16 +21,19 @@
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/cli/commands/standalone_model.h"
+#include "engine/app/config/config_limits.h"
 #include "engine/app/config/zero_section.h"
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/choice_file.h"
 #include "engine/app/data/token_corpus.h"
 #include "engine/app/data/token_file.h"
+#include "engine/app/io/input_file.h"
 #include "engine/app/trainer/choice_eval.h"
 #include "engine/app/trainer/data_source.h"
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 #include "engine/base/core/console.h"
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/rendezvous.h"
@@ -44,13 +47,15 @@ namespace {
 // where neither says.
 int logged_ranks(const WeightSource& source) {
   if (source.checkpoint) return source.checkpoint->manifest().data_parallel_ranks();
-  std::ifstream log(std::filesystem::path(source.path) / "metrics.jsonl");
+  const std::string path = (std::filesystem::path(source.path) / "metrics.jsonl").string();
+  require_regular_file(path, "metrics file");  // a FIFO there: refused, not waited on
+  std::ifstream log(path);
   int ranks = 0;
   for (std::string line; std::getline(log, line);) {
     if (line.find("\"memory\"") == std::string::npos) continue;  // the parse for those records alone
     const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (r.is_object() && r.value("type", "") == "memory" && r.contains("ranks") && r["ranks"].is_number_integer()) {
-      ranks = r["ranks"].get<int>();
+    if (r.is_object() && r.value("type", "") == "memory" && r.contains("ranks")) {
+      ranks = static_cast<int>(json_integer_in(r["ranks"], 0, kMaxPredictedRanks).value_or(0));
     }
   }
   return ranks;

@@ -52,20 +52,7 @@ std::string describe(const char* op, const TensorView& v) {
 
 MpiCommunicator::MpiCommunicator(MemoryTracker& tracker, const CommOptions& options)
     : Communicator(options), tracker_(tracker) {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  int provided = MPI_THREAD_SINGLE;
-  if (!initialised) {
-    // MULTIPLE: the progress thread makes the collective calls, and the main thread may still
-    // call MPI_Abort on a timeout while it does.
-    mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
-    // Finalised at exit, not when this communicator goes: a command failing on every rank at once
-    // (ranks disagreeing on the config) unwinds past its communicator before each rank prints its
-    // error line, and Open MPI's MPI_Finalize waits for every rank, so none exits before all printed.
-    std::atexit(finalize_mpi_at_exit);
-  } else {
-    MPI_Query_thread(&provided);
-  }
+  const int provided = ensure_mpi_initialised("MPI communicator");
   mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);

@@ -146,7 +146,6 @@ std::string rendezvous_name(const RendezvousOptions& options) {
 namespace {
 // Set when a broadcast was abandoned: MPI_Finalize would then wait for it forever.
 std::atomic<bool> g_mpi_abandoned{false};
-}  // namespace
 
 // How long a rank that reported an error waits in MPI_Finalize for the others.
 constexpr auto kErrorFinalizeGrace = std::chrono::seconds(5);
@@ -169,6 +168,27 @@ void finalize_mpi_at_exit() {
   }
   MPI_Finalize();
 }
+
+}  // namespace
+
+int ensure_mpi_initialised(const char* who) {
+  int initialised = 0, finalised = 0, provided = MPI_THREAD_SINGLE;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  if (finalised) throw_runtime_error("{}: MPI was already finalised in this process", who);
+  if (initialised) {
+    MPI_Query_thread(&provided);
+    return provided;
+  }
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    throw_runtime_error("{}: MPI_Init_thread failed", who);
+  }
+  // Finalised at exit, not when a communicator goes: a command failing on every rank at once
+  // (ranks disagreeing on the config) unwinds past its communicator before each rank prints its
+  // error line, and Open MPI's MPI_Finalize waits for every rank, so none exits before all printed.
+  std::atexit(finalize_mpi_at_exit);
+  return provided;
+}
 #endif
 
 namespace {
@@ -177,19 +197,7 @@ namespace {
 
 std::vector<std::uint8_t> share_by_mpi(const LaunchInfo& launch, const RendezvousOptions& options,
                                        std::vector<std::uint8_t> blob, std::size_t size) {
-  int initialised = 0, finalised = 0;
-  MPI_Initialized(&initialised);
-  MPI_Finalized(&finalised);
-  if (finalised) throw_runtime_error("rendezvous via mpi: MPI was already finalised in this process");
-  if (!initialised) {
-    // The thread level MpiCommunicator asks for; it then finds MPI initialised and leaves it be,
-    // and this process finalises it at exit.
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-      throw_runtime_error("rendezvous via mpi: MPI_Init_thread failed");
-    }
-    std::atexit(finalize_mpi_at_exit);
-  }
+  ensure_mpi_initialised("rendezvous via mpi");
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);

@@ -54,10 +54,13 @@ bool launched_by_mpi();
 // world variables are there too: those are judged then (mpiexec inside an allocation).
 std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_world_size);
 
-// MPI's finalisation, registered with std::atexit by whichever part of the process initialised MPI
-// (the MPI rendezvous, the MPI communicator): skipped where MPI is finalised already or a rendezvous
-// broadcast was abandoned (MPI_Finalize would wait for it forever). Built with MPI only.
-void finalize_mpi_at_exit();
+// MPI initialised at MPI_THREAD_MULTIPLE (a communicator's progress thread makes the collective
+// calls while the main thread may call MPI_Abort on a timeout), by whichever part of the process
+// comes first (the MPI rendezvous, the MPI communicator); the thread level MPI provides. Its
+// finalisation is registered with std::atexit then: skipped where MPI is finalised already or a
+// rendezvous broadcast was abandoned (MPI_Finalize would wait for it forever). RuntimeError naming
+// `who` where MPI was finalised already or cannot start. Built with MPI only.
+int ensure_mpi_initialised(const char* who);
 
 enum class RendezvousMethod { kSingle, kMpi, kFile, kTcp };
 

@@ -97,6 +97,22 @@ def main():
     else:
         check(False, "the pick has accumulation left to trade for a larger micro-batch (test setup)")
 
+    # The memory check's advice weighs the other stages: at stage 2, which here needs more than
+    # stage 1 (its reduced shards in flight), an offer stage 1 fits names stage 1, and one nothing
+    # fits advises no higher stage, which needs more still (it said "raise zero.stage" in both).
+    predicted = subprocess.run([binary, "memory", "--config", config, "--ranks", "2", "--json"], capture_output=True,
+                               text=True, timeout=120)
+    need = [s["required"] for s in json.loads(predicted.stdout)["stages"]] if predicted.returncode == 0 else [0] * 4
+    if check(need[1] < need[2] < need[3], f"test setup: stage 2 needs more than stage 1, stage 3 more still ({need})"):
+        for offer, said, unsaid in (((need[1] + need[2]) // 2, "set zero.stage = 1 (it needs", "raise zero.stage"),
+                                    (need[1] - 1, "add ranks", "zero.stage")):
+            budget = offer
+            p = train(f"stage_advice_{offer}", ["zero.stage=2"])
+            errors = [line for line in p.stderr.splitlines() if "zerotrain: error:" in line]
+            advice = errors[0].split("offers:")[-1] if errors else ""
+            check(p.returncode == 2 and said in advice and unsaid not in advice,
+                  f"stage 2 refused at an offer of {offer}: '{said}', not '{unsaid}' ({errors[:1]})")
+
     # A config written for another rank count: its own micro-batch does not divide its global batch
     # on 3 ranks (576 tokens = 3 x 64 x 3 at micro-batch 1); the search sets it, and says so. (The
     # same micro-batch given with --set is held, and refused by name: below.)
@@ -191,6 +207,21 @@ def main():
     stages = {c["sets"][0] for c in doc["fitting"]} if doc["fitting"] and "sets" in doc["fitting"][0] else set()
     check(p.returncode == 0 and doc["fitting"] and "zero.stage=0" not in stages and doc["invalid"] > 0,
           f"int8 gathers: no stage-0 choice kept ({sorted(stages)}, {doc.get('invalid')} refused)")
+    # Each row's run_sets carry the user's own --set entries before the choice's, as the best line
+    # does: its sets alone (all --json gave) need another amount, here bf16 activations left out.
+    p = plan("1TB", "--json", "--set", "precision.activations=bf16")
+    doc = json.loads(p.stdout) if p.returncode == 0 else {"fitting": []}
+    row = doc["fitting"][0] if doc["fitting"] else {"sets": [], "run_sets": []}
+    check(row["run_sets"] == ["precision.activations=bf16"] + row["sets"],
+          f"--json's run_sets: the user's --set, then the choice's ({row['run_sets']})")
+    predicted = subprocess.run([binary, "memory", "--config", config, "--ranks", "2", "--json",
+                                *[a for s in row["run_sets"] for a in ("--set", s)]], capture_output=True, text=True,
+                               timeout=120)
+    stage = int(value(row["sets"], "zero.stage") or -1)
+    need = [s.get("required") for s in json.loads(predicted.stdout).get("stages", [])
+            if s.get("stage") == stage] if predicted.returncode == 0 else []
+    check(need == [row.get("required_bytes")], f"memory with a row's run_sets predicts its required_bytes "
+          f"({need} vs {row.get('required_bytes')}; {predicted.stderr.strip()[-200:]})")
     # A searched key the user sets is held at its value (the search had replaced --set zero.stage=1
     # with its own pick), and said; the others are still searched.
     p = plan("1TB", "--json", "--set", "zero.stage=1", "--set", "train.activation_checkpointing=all")

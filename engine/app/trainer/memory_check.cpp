@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/app/trainer/run_memory.h"
@@ -148,6 +150,39 @@ std::int64_t predicted_required_bytes(const RunConfig& c, int world_size, const 
   return required_memory(c, world_size, choices).bytes();
 }
 
+namespace {
+
+// The run's other ZeRO stages on its ranks, as the memory check would weigh them: a stage does not
+// always need less than a lower one (stage 2's reduced shards in flight can pass stage 1's whole
+// gradients), so "raise zero.stage" is said only where a higher stage needs less, and a stage that
+// fits the offer is named (the lowest: the least communication). Stages the config's rules refuse
+// (int8 gathers at stage 0) are not weighed.
+struct StageAdvice {
+  std::optional<std::pair<int, std::int64_t>> fitting;  // (stage, bytes)
+  bool higher_needs_less = false;
+};
+
+StageAdvice other_stages(const RunConfig& c, int world_size, std::int64_t offer, std::int64_t needs) {
+  StageAdvice advice;
+  if (world_size == 1) return advice;  // every stage holds the whole model on one rank
+  for (int stage = 0; stage <= 3; ++stage) {
+    if (stage == c.zero.stage) continue;
+    RunConfig other = c;
+    other.zero.stage = stage;
+    try {
+      check_trainable(other);
+    } catch (const InputError&) {
+      continue;
+    }
+    const std::int64_t bytes = required_memory(other, world_size, run_choice_shape(other)).bytes();
+    if (bytes <= offer && !advice.fitting) advice.fitting = std::make_pair(stage, bytes);
+    if (stage > c.zero.stage && bytes < needs) advice.higher_needs_less = true;
+  }
+  return advice;
+}
+
+}  // namespace
+
 void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   if (!c.train.check_memory) return;
   const MemoryOffer offer = memory_offered(c, device_index);
@@ -172,11 +207,11 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   // unit's buffers, no activations: a smaller batch or recomputation does not lower them, so
   // neither is offered (nor blamed) there.
   const bool setup = phase == RequiredMemory::Phase::kSetup || phase == RequiredMemory::Phase::kFinalGather;
-  const bool stage_left = c.zero.stage < 3 && world_size > 1;
+  const StageAdvice stages = other_stages(c, world_size, offer.bytes, required.bytes());
   const bool recompute_left = !setup && c.train.activation_checkpointing.kind != CheckpointPolicy::Kind::kAll;
   std::vector<std::string_view> keys;
   if (!setup) keys = {"train.micro_batch", "train.seq_len"};
-  if (stage_left) keys.push_back("zero.stage");
+  if (stages.fitting || stages.higher_needs_less) keys.push_back("zero.stage");
   if (recompute_left) keys.push_back("train.activation_checkpointing");
   // The model's shape (or the folder it comes from) and the dtypes size every category: a --set of
   // one of them is named too (not of keys that size nothing, such as model.rope_theta).
@@ -198,9 +233,14 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
                         c.train.seq_len)
           : fmt::format("lower train.seq_len (here {}; train.micro_batch is 1)", c.train.seq_len);
   // Ranks lower the model states only at a stage that shards (stage 0 replicates them).
-  const std::string shard = c.zero.stage == 0 ? (stage_left ? "raise zero.stage (then more ranks share more)"
-                                                            : "add ranks at a higher zero.stage")
-                                              : (stage_left ? "raise zero.stage, add ranks" : "add ranks");
+  const std::string stage_move = stages.fitting
+                                     ? fmt::format("set zero.stage = {} (it needs {})", stages.fitting->first,
+                                                   format_bytes(stages.fitting->second))
+                                 : stages.higher_needs_less ? "raise zero.stage"
+                                                            : "";
+  const std::string shard = c.zero.stage == 0 ? (stage_move.empty() ? "add ranks at a higher zero.stage"
+                                                                    : stage_move + ", add ranks at a higher zero.stage")
+                                              : (stage_move.empty() ? "add ranks" : stage_move + ", add ranks");
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
       "{} offers: {}; {}, {}{}{}, or set train.check_memory = false to try anyway",

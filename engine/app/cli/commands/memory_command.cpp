@@ -83,8 +83,10 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
 
 // The config resolved for `ranks`. One written for another rank count, whose global batch does not
 // split over these ranks at its micro-batch, is read at train.grad_accum = 1 (appended to
-// `overrides`), said in `note`: a step's bytes per rank follow the micro-batch, not the
-// accumulation. Any other error stands (a grad_accum of "two" was predicted at 1, and exit 0).
+// `overrides`), said in `note`: at stages 0-1 a step's bytes per rank follow the micro-batch, not
+// the accumulation; at stages 2-3 an accumulating run holds more (comm_buffers: the reduced
+// gradient shard kept from its second micro-batch on). Any other error stands (a grad_accum of
+// "two" was predicted at 1, and exit 0).
 RunConfig load_for_ranks(const std::string& path, std::vector<std::string>& overrides, int ranks, std::string& note) {
   std::string refused;
   // The config's own micro-batch at grad_accum 1, the global batch following (a --set global batch
@@ -100,8 +102,10 @@ RunConfig load_for_ranks(const std::string& path, std::vector<std::string>& over
       refused);
   if (!refused.empty()) {
     note = fmt::format(
-        "the config's batch does not load on {} rank{} ({}); predicted at train.grad_accum = 1: a step's bytes per "
-        "rank follow the micro-batch, not the accumulation (the gradient traffic of stages 2-3 grows with it)",
+        "the config's batch does not load on {} rank{} ({}); predicted at train.grad_accum = 1: at stages 0-1 a "
+        "step's bytes per rank follow the micro-batch, not the accumulation, but at stages 2-3 a run that "
+        "accumulates holds its reduced gradient shard too (comm_buffers; --set train.grad_accum to predict one), "
+        "and their gradient traffic grows with it",
         ranks, ranks == 1 ? "" : "s", refused);
   }
   return c;

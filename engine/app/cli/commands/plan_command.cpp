@@ -113,6 +113,20 @@ std::string format_duration(double seconds) {
 // "zero.stage=3" -> "zero.stage": the key of a --set entry.
 std::string key_of(const std::string& set) { return set.substr(0, set.find('=')); }
 
+// The --set entries a choice runs with: the user's own but those the choice sets again (its value
+// wins), then the choice's. The `best:` line and --json's run_sets (its sets alone left out the
+// user's: a plan with --set precision.activations=bf16 listed choices that need more without it).
+std::vector<std::string> run_sets(const std::vector<std::string>& given, const std::vector<std::string>& choice) {
+  std::vector<std::string> sets;
+  for (const std::string& s : given) {
+    const bool replaced =
+        std::any_of(choice.begin(), choice.end(), [&](const std::string& c) { return key_of(c) == key_of(s); });
+    if (!replaced) sets.push_back(s);
+  }
+  sets.insert(sets.end(), choice.begin(), choice.end());
+  return sets;
+}
+
 // One argument of the `best:` line as a POSIX shell reads it back: as it is where it holds only
 // characters no shell treats specially, else in single quotes (a quote inside as '\''), so a config
 // path with a space, or a --set value with quotes or a `;`, is pasted as the argument it was.
@@ -225,6 +239,7 @@ int plan_main(const std::vector<std::string>& args) {
     nlohmann::json rows = nlohmann::json::array();
     for (const plan::Choice& c : r.fitting) {
       rows.push_back({{"sets", c.sets},
+                      {"run_sets", run_sets(parser.all("set"), c.sets)},
                       {"required_bytes", c.required_bytes},
                       {"compute_s", c.time.compute_s},
                       {"comm_s", c.time.comm_s},
@@ -282,14 +297,7 @@ int plan_main(const std::vector<std::string>& args) {
   // (relative to this directory where it lies under it: build/zerotrain), not a `zerotrain` on PATH.
   std::string line = fmt::format("{}{} train --config {}", ranks > 1 ? fmt::format("mpirun -np {} ", ranks) : "",
                                  shell_quoted(this_binary()), shell_quoted(parser.get("config")));
-  // The user's own --set entries but those the best choice sets again (its value wins).
-  const std::vector<std::string>& best = r.fitting.front().sets;
-  for (const std::string& s : parser.all("set")) {
-    const bool replaced =
-        std::any_of(best.begin(), best.end(), [&](const std::string& b) { return key_of(b) == key_of(s); });
-    if (!replaced) line += " --set " + shell_quoted(s);
-  }
-  for (const std::string& s : best) line += " --set " + shell_quoted(s);
+  for (const std::string& s : run_sets(parser.all("set"), r.fitting.front().sets)) line += " --set " + shell_quoted(s);
   fmt::print("\nbest: {}\n", line);
   return 0;
 }

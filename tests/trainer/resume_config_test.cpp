@@ -14,6 +14,7 @@
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
+#include "kernels/compute_backend.h"
 #include "tests/core/config_test_util.h"
 
 namespace zt {
@@ -193,6 +194,28 @@ TEST(ResumeTrajectory, DeterministicBitChangesSayTheirOwnReasons) {
   const std::vector<std::string> mode = deterministic_bit_changes(saved, 1, parse_run_config(off, "t.json"));
   ASSERT_EQ(mode.size(), 1u);
   EXPECT_EQ(mode[0], "train.deterministic: true -> false (the modes reduce the gradients in different orders)");
+}
+
+// Deterministic mode's bits follow the CPU's BLAS kernels too (OpenBLAS picks them by the CPU or
+// OPENBLAS_CORETYPE): a checkpoint saved on others is said (a user trial resumed a SkylakeX
+// checkpoint under OPENBLAS_CORETYPE=Haswell: other bits from the next step, nothing said);
+// the same kernels, or a checkpoint recording none, say nothing.
+TEST(ResumeTrajectory, DeterministicBitsOnOtherBlasKernelsAreSaid) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"max_steps", 8}, {"deterministic", true}, {"micro_batch", 2}, {"global_batch_tokens", 128}};
+  const RunConfig now = parse_run_config(doc, "t.json");
+  const nlohmann::json saved = now.to_json();
+  const std::vector<std::string> other = deterministic_bit_changes(saved, 1, now, "Sandybridge (OpenBLAS 0.0)");
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0], "the BLAS kernels: Sandybridge (OpenBLAS 0.0) -> " + cpu_blas_description().kernels() +
+                          " (each rounds a product's last bits its own way)");
+  EXPECT_TRUE(deterministic_bit_changes(saved, 1, now, cpu_blas_description().kernels()).empty());
+  EXPECT_TRUE(deterministic_bit_changes(saved, 1, now, "").empty()) << "a checkpoint recording no kernels";
+  nlohmann::json off = doc;
+  off["train"]["deterministic"] = false;
+  const RunConfig default_mode = parse_run_config(off, "t.json");
+  EXPECT_TRUE(deterministic_bit_changes(default_mode.to_json(), 1, default_mode, "Sandybridge (OpenBLAS 0.0)").empty())
+      << "outside deterministic mode no bits are promised across kernels";
 }
 
 // Another multiple-choice file (or one added, or dropped) is an evaluation change: said, its

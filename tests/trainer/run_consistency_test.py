@@ -96,6 +96,25 @@ def main():
             check(os.path.isdir(step2) and not os.path.isdir(os.path.join(resumable, "checkpoints", "superseded")),
                   f"ranks launched with {name}: the checkpoints left as they were")
 
+    # Ranks on other BLAS kernels (OPENBLAS_CORETYPE here, a CPU type on a mixed cluster): refused in
+    # deterministic mode, whose bits follow them (a trial's mixed job computed other bits than one
+    # rank did, under the banner's promise); outside it, trained. Cores any x86-64 CPU runs.
+    for deterministic, refused in ((True, True), (False, False)):
+        run_dir = os.path.join(work, f"mixed_kernels_{deterministic}")
+        parts = []
+        for core in ("Prescott", "Nehalem"):
+            parts += ([":"] if parts else []) + ["-np", "1", "env", f"OPENBLAS_CORETYPE={core}", binary, "train",
+                                                 "--config", base, "--run-dir", run_dir, "--set",
+                                                 f"train.deterministic={str(deterministic).lower()}"]
+        p = subprocess.run(launcher + parts, capture_output=True, text=True, timeout=120, env=env)
+        lines = errors(p.stdout + p.stderr)
+        if refused:
+            check(p.returncode == 2 and len(lines) == 1 and "ranks disagree on the BLAS kernels" in lines[0] and
+                  "Prescott" in lines[0] and "Nehalem" in lines[0],
+                  f"deterministic ranks on two BLAS kernels: refused naming both ({lines})")
+        else:
+            check(p.returncode == 0, f"ranks on two BLAS kernels outside deterministic mode train ({lines})")
+
     # A rank departing from the unit schedule (ZT_TEST_SKIP_BLOCK: rank 1 skips block 1's forward,
     # as a data-dependent branch would): it stops at its first departure naming the unit, the step
     # and itself, and the job ends within seconds instead of at collective_timeout_s (300 s).

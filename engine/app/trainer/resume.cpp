@@ -23,6 +23,7 @@
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_text.h"
 #include "engine/base/core/console.h"
+#include "kernels/compute_backend.h"
 
 namespace zt {
 
@@ -374,7 +375,7 @@ std::string choice_file_change(const nlohmann::json& saved, const RunConfig& now
 }
 
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, int saved_world_size,
-                                                   const RunConfig& now) {
+                                                   const RunConfig& now, std::string_view saved_cpu_kernels) {
   if (!now.train.deterministic && section_value(saved, "train", "deterministic") != nlohmann::json(true)) return {};
   std::vector<std::string> changes = changed_keys(saved, now.to_json(), kDeterministicBitKeys);
   for (std::string& change : changes) {  // each with its own reason (one shared one misled)
@@ -395,6 +396,11 @@ std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, 
                       "shards)",
                       saved_world_size, now.world_size));
     }
+  }
+  if (now.device == Device::kCPU && !saved_cpu_kernels.empty() &&
+      saved_cpu_kernels != cpu_blas_description().kernels()) {
+    changes.push_back(fmt::format("the BLAS kernels: {} -> {} (each rounds a product's last bits its own way)",
+                                  saved_cpu_kernels, cpu_blas_description().kernels()));
   }
   return changes;
 }

@@ -19,6 +19,7 @@
 #include "engine/app/data/token_corpus.h"
 #include "engine/base/core/build_info.h"
 #include "engine/base/core/check.h"
+#include "kernels/compute_backend.h"
 #include "models/model_family.h"
 
 namespace zt {
@@ -247,6 +248,12 @@ IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data
   out.emplace_back("the zerotrain build", build_description());
   flatten(config.to_json(), "", out);
   std::erase_if(out, [](const auto& e) { return e.first == "train.num_threads"; });  // a node's own
+  // Deterministic mode's bits follow the BLAS kernels too (OpenBLAS picks them by the CPU): ranks
+  // on nodes of two CPU types compute other bits than one rank would, against the mode's promise.
+  if (config.train.deterministic && config.device == Device::kCPU) {
+    out.emplace_back("the BLAS kernels (train.deterministic's bits follow them: a CPU type or OPENBLAS_CORETYPE)",
+                     cpu_blas_description().kernels());
+  }
   for (std::size_t i = 0; i < data.size(); ++i) {
     const nlohmann::json& f = data[i];
     out.emplace_back(fmt::format("data.file[{}]", i), fmt::format("{} ({})", f["path"].dump(), describe_contents(f)));

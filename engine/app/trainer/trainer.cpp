@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iterator>
+#include <map>
 #include <numeric>
 #include <thread>
 
@@ -27,9 +28,11 @@
 #include "engine/app/trainer/start_checks.h"
 #include "engine/app/trainer/step_vote.h"
 #include "engine/app/trainer/trainer_state.h"
+#include "engine/base/core/build_info.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/host_allocator.h"
 #include "engine/distributed/launch/signals.h"
+#include "kernels/compute_backend.h"
 
 namespace zt {
 
@@ -358,11 +361,16 @@ void Trainer::finish_run(int step, RunProgress& run) {
     if (c.log.final_weights) {
       host_release_cached();  // a step's cached blocks, beside the gathered unit
       s.set_comm_context(fmt::format("the gather of final.safetensors after step {}", step));
-      write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.comm,
-                          {{"run_config", c.to_json().dump()},
-                           {"steps", std::to_string(summary.steps_done)},
-                           // What `eval --run --val` checks the validation files it reads against.
-                           {"data_identity", s.data_files.dump()}});
+      std::map<std::string, std::string> metadata = {
+          {"run_config", c.to_json().dump()},
+          {"steps", std::to_string(summary.steps_done)},
+          // What `eval --run --val` checks the validation files it reads against.
+          {"data_identity", s.data_files.dump()},
+          // Which build computed them, as a checkpoint records, and on the CPU with which BLAS
+          // kernels (deterministic mode's bits follow them): what reproducing a run needs.
+          {"written_by", build_description()}};
+      if (c.device == Device::kCPU) metadata["cpu_kernels"] = cpu_blas_description().kernels();
+      write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.comm, metadata);
       summary.final_weights_gathered = true;
     } else if (s.root) {
       // An earlier run's final.safetensors in this directory is not this run's weights: removed, so

@@ -273,7 +273,7 @@ TEST(ResumeTrajectory, AnotherRankCountIsToldHowToKeepTheGlobalBatch) {
   const std::vector<std::string> set_accum =
       trajectory_changes(saved, 2, 4, load_run_config(path, {"train.grad_accum=2"}, 4));
   ASSERT_EQ(set_accum.size(), 1u);
-  EXPECT_NE(set_accum[0].find("(--set train.grad_accum=2 left out, --set train.global_batch_tokens=256 keeps it on 4 "
+  EXPECT_NE(set_accum[0].find("(without your --set train.grad_accum=2, --set train.global_batch_tokens=256 keeps it on 4 "
                               "ranks: grad_accum 1 is derived)"),
             std::string::npos)
       << set_accum[0];

@@ -262,7 +262,7 @@ std::string keep_global_batch_hint(const nlohmann::json& saved, std::int64_t seq
                                       ? now.overrides->at("train.grad_accum")
                                       : "";
   return fmt::format(" ({}{} keeps it{} on {} rank{}: grad_accum {} is derived)",
-                     accum_given.empty() ? "" : fmt::format("{} left out, ", accum_given), sets, at_length,
+                     accum_given.empty() ? "" : fmt::format("without your {}, ", accum_given), sets, at_length,
                      now.world_size, now.world_size == 1 ? "" : "s", per_rank / micro_batch);
 }
 

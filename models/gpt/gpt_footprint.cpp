@@ -68,7 +68,7 @@ std::int64_t cuda_call_scratch_bytes(const GptConfig& model, const ModelBuild& b
                    .gelu = gelu,
                    .bf16_products = choices.matmuls == MatmulPrecision::kBf16};
   };
-  // GptBlock's c_attn, attention projection, c_fc (GELU in its epilogue as the backend fuses it)
+  // A block's c_attn (models/gpt/block.h), attention projection, c_fc (GELU in its epilogue as the backend fuses it)
   // and MLP projection; the head's product, a chunk of the vocabulary at a time.
   const bool gelu = choices.gelu_epilogue && 4 * C % 8 == 0;
   const Product products[] = {product(C, 3 * C, "attn.c_attn.bias", false), product(C, C, "attn.c_proj.bias", false),

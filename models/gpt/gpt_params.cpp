@@ -88,12 +88,10 @@ void mlp_views(const ParamTable& t, int first, const TensorView& unit, BlockPara
   p.mlp_proj_w = t.view(first + 4, unit), p.mlp_proj_b = t.view(first + 5, unit);
 }
 
-int first_param(const ParamTable& t, int unit) { return t.units()[static_cast<std::size_t>(unit)].params[0]; }
-
 }  // namespace
 
 BlockParams block_views(const ParamTable& t, int layer, const TensorView& unit) {
-  const int first = first_param(t, block_unit(layer));
+  const int first = t.first_param(block_unit(layer));
   BlockParams p;
   attention_views(t, first, unit, p);
   mlp_views(t, first + kAttentionParams, unit, p);
@@ -103,8 +101,8 @@ BlockParams block_views(const ParamTable& t, int layer, const TensorView& unit) 
 BlockParams block_views(const ParamTable& t, const GptConfig& c, const UnitLayout& layout, int layer,
                         const TensorView& attn_unit, const TensorView& mlp_unit_view) {
   BlockParams p;
-  if (attn_unit.data != nullptr) attention_views(t, first_param(t, block_unit(layer)), attn_unit, p);
-  if (mlp_unit_view.data != nullptr) mlp_views(t, first_param(t, mlp_unit(c, layout, layer)), mlp_unit_view, p);
+  if (attn_unit.data != nullptr) attention_views(t, t.first_param(block_unit(layer)), attn_unit, p);
+  if (mlp_unit_view.data != nullptr) mlp_views(t, t.first_param(mlp_unit(c, layout, layer)), mlp_unit_view, p);
   return p;
 }
 

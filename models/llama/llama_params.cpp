@@ -105,12 +105,10 @@ void mlp_views(const ParamTable& t, int first, const TensorView& unit, LayerPara
   p.down_proj = t.view(first + 3, unit);
 }
 
-int first_param(const ParamTable& t, int unit) { return t.units()[static_cast<std::size_t>(unit)].params[0]; }
-
 }  // namespace
 
 LayerParams layer_views(const ParamTable& t, int layer, const TensorView& unit) {
-  const int first = first_param(t, layer_unit(layer));
+  const int first = t.first_param(layer_unit(layer));
   LayerParams p;
   attention_views(t, first, unit, p);
   mlp_views(t, first + kAttentionParams, unit, p);
@@ -120,8 +118,8 @@ LayerParams layer_views(const ParamTable& t, int layer, const TensorView& unit) 
 LayerParams layer_views(const ParamTable& t, const LlamaConfig& c, const UnitLayout& layout, int layer,
                         const TensorView& attn_unit, const TensorView& mlp_unit_view) {
   LayerParams p;
-  if (attn_unit.data != nullptr) attention_views(t, first_param(t, layer_unit(layer)), attn_unit, p);
-  if (mlp_unit_view.data != nullptr) mlp_views(t, first_param(t, mlp_unit(c, layout, layer)), mlp_unit_view, p);
+  if (attn_unit.data != nullptr) attention_views(t, t.first_param(layer_unit(layer)), attn_unit, p);
+  if (mlp_unit_view.data != nullptr) mlp_views(t, t.first_param(mlp_unit(c, layout, layer)), mlp_unit_view, p);
   return p;
 }
 

@@ -65,6 +65,14 @@ def main():
         ("config not an object", ["debug-state", "--config", config_file("a.json", "[1, 2]"), "--out", out], "object"),
         ("bad --set", ["debug-state", "--config", config_file("g.json", GOOD), "--out", out, "--set", "model.n_head"],
          "--set"),
+        # A --set value that is broken JSON (an object, a number past a double): said so, where, as a
+        # file's is (it was kept as a word: "must be a JSON object (got ...)", "must be a number").
+        ("a broken --set object", ["debug-state", "--config", config_file("g7.json", GOOD), "--out", out, "--set",
+                                   'optim={"lr": 0.1,}'], "malformed JSON at line 1, column 12 (JSON allows no comma"),
+        ("--set 1e999", ["debug-state", "--config", config_file("g8.json", GOOD), "--out", out, "--set",
+                         "optim.lr=1e999"], "--set optim.lr=1e999: number overflow parsing '1e999'"),
+        ("1e999 in the file", ["debug-state", "--config", config_file("of.json", '{"model": {\n "n_layer": 1e999}}'),
+                               "--out", out], "number overflow parsing '1e999' at line 2, column 13"),
         ("bad --steps", ["debug-state", "--config", config_file("g2.json", GOOD), "--out", out, "--steps", "-1"],
          "--steps"),
         # memory predicts every stage, but the config as given must still be one (it printed a table).

@@ -387,6 +387,9 @@ def main():
     check(text.returncode == 0 and "stage 0*" in text.stdout and "note: stage 0 (marked *) is refused" in text.stdout
           and "hybrid: shard groups of 2 ranks, 2 groups" in text.stdout and marked == [True, False, False, False],
           f"memory marks a stage the config refuses and names hybrid groups ({marked}, {text.stdout[:600]})")
+    # The refusal names the user's --set, not the stage memory set itself ("... and --set zero.stage=0").
+    check("--set zero.stage=0" not in text.stdout and "--set zero.gather_dtype=int8" in text.stdout,
+          f"memory's refused stage names only the user's --set ({text.stdout[:600]})")
     return checks.finish()
 
 

@@ -100,8 +100,9 @@ void SafetensorsWriter::write(const std::string& path) const {
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
     std::remove(tmp.c_str());
-    throw_runtime_error("cannot rename '{}' to '{}'", tmp, path);
+    throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err));
   }
 }
 

@@ -56,9 +56,11 @@ std::optional<std::uint32_t> sampled_fingerprint(const nlohmann::json& f);
 // it has one, ", sampled Y" (its "bytes" and "fingerprint" checked by the caller where untrusted).
 std::string describe_contents(const nlohmann::json& f);
 
-// "key", "value" entries in a fixed order: the resolved config flattened ("train.seed", "1337"),
-// but train.num_threads (a node's own), one "data.file[i]" per data file, "model.param_table" and
-// "model.schedule" (each unit's name and size, and the forward and backward unit calls).
+// "key", "value" entries in a fixed order: "the zerotrain build" first, the resolved config
+// flattened ("train.seed", "1337") but train.num_threads (a node's own), in deterministic CPU runs
+// the BLAS kernels, one "data.file[i]" per data file, data.choice_file's contents where there is
+// one, "model.param_table" and "model.schedule" (each unit's name and size, and the forward and
+// backward unit calls).
 using IdentityEntries = std::vector<std::pair<std::string, std::string>>;
 IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data);
 

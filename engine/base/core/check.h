@@ -1,6 +1,7 @@
 // Error reporting for the whole engine: one exception type per audience and one macro family.
 // ZT_CHECK guards internal invariants (file:line, the failed condition, a formatted message);
-// ConfigError / InputError carry the one-line messages that users see for bad input.
+// InputError (exit 2) carries the one-line messages users see for bad input, RuntimeError (exit 1)
+// those of what failed while running (a disk, a peer), InternalError a broken invariant.
 #pragma once
 
 #include <fmt/format.h>

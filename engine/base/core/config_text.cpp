@@ -111,8 +111,20 @@ std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& 
       }
       return true;
     });
-  } catch (const nlohmann::json::exception&) {
+  } catch (const nlohmann::json::out_of_range& e) {  // 1e999: a number no double holds, not a word
+    const std::string what = e.what();
+    throw_input_error("--set {}: {}", assignment, what.substr(what.find("] ") + 2));
+  } catch (const nlohmann::json::parse_error& e) {
+    // An object or list meant, and broken: said where, as a file's is (it was kept as a word, and
+    // the key's reader said "must be a JSON object (got \"{...}\")").
+    if (const std::size_t first = text.find_first_not_of(" \t");
+        first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
+      throw_input_error("--set {}: malformed JSON at {}", assignment, where_json_stopped(text, e.byte, e.what()));
+    }
     value = text;  // bare words such as bf16 or none
+    parsed = false;
+  } catch (const nlohmann::json::exception&) {
+    value = text;
     parsed = false;
   }
   if (parsed) {  // a number, or numbers inside an object or list (--set 'optim={"lr": 1e-400}')
@@ -210,8 +222,15 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
   } catch (const nlohmann::json::parse_error& e) {
     throw_input_error("config error in {}: malformed JSON at {}", source, where_json_stopped(text, e.byte, e.what()));
   } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds
-    const std::string what = e.what();
-    throw_input_error("config error in {}: {}", source, what.substr(what.find("] ") + 2));
+    // The parser names the number but not where it is: its first occurrence, as an underflow's.
+    const std::string what = e.what(), said = what.substr(what.find("] ") + 2);
+    const std::size_t open = said.find('\''), close = said.rfind('\'');
+    const std::size_t at = open != std::string::npos && close > open
+                               ? text.find(said.substr(open + 1, close - open - 1))
+                               : std::string::npos;
+    if (at == std::string::npos) throw_input_error("config error in {}: {}", source, said);
+    const auto [line, col] = line_and_column(text, at + 1);  // 1-based, as the parser's bytes
+    throw_input_error("config error in {}: {} at line {}, column {}", source, said, line, col);
   }
   if (const auto [number, byte] = first_underflowing_number(text); byte != 0) {
     const auto [line, col] = line_and_column(text, byte);

@@ -62,6 +62,8 @@ class ParamTable {
   const std::vector<UnitSpec>& units() const { return units_; }
   const std::vector<ParamSpec>& params() const { return params_; }
   const ParamSpec& param(int index) const { return params_.at(static_cast<std::size_t>(index)); }
+  // The index of a unit's first parameter (a model's views count its others from it).
+  int first_param(int unit) const { return units_.at(static_cast<std::size_t>(unit)).params.at(0); }
   // Index of the parameter with this name (a split tensor's first part); throws InternalError if
   // absent.
   int index_of(const std::string& name) const;

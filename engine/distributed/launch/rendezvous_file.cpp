@@ -47,7 +47,10 @@ std::optional<std::vector<std::uint8_t>> read_file(const std::string& path) {
   std::vector<std::uint8_t> bytes;
   std::uint8_t chunk[4096];
   ssize_t n = 0;
-  while ((n = ::read(fd, chunk, sizeof(chunk))) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+  // A signal during the read (EINTR) is no missing file: read on.
+  while ((n = ::read(fd, chunk, sizeof(chunk))) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+  }
   ::close(fd);
   if (n < 0) return std::nullopt;
   return bytes;

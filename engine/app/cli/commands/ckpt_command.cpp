@@ -24,6 +24,7 @@
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/console.h"
+#include "engine/base/core/memory_tracker.h"
 
 namespace zt::cli {
 
@@ -108,13 +109,6 @@ void refuse_out_over_inputs(const std::string& out, const std::string& step_dir,
   }
 }
 
-std::string human_bytes(std::int64_t b) {
-  if (b >= (std::int64_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30));
-  if (b >= (1 << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(b) / (1 << 20));
-  if (b >= (1 << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / (1 << 10));
-  return fmt::format("{} B", b);
-}
-
 // One entry of a manifest's data identity (each as a run writes it: ckpt::is_data_file_entry):
 // "data file (train): PATH, N bytes, fingerprint X, sampled Y".
 void print_data_file(const nlohmann::json& f) {
@@ -164,11 +158,11 @@ int inspect(const std::string& path) {
       status = fmt::format("FAILED: {}", e.what());
       ++bad;
     }
-    fmt::print("{:<16} {:>12} {:>12} {:>12} {:>12}  {:08x}  {}\n", f.name, human_bytes(f.bytes), human_bytes(per[0]),
-               human_bytes(per[1]), human_bytes(per[2]), f.crc32, status);
+    fmt::print("{:<16} {:>12} {:>12} {:>12} {:>12}  {:08x}  {}\n", f.name, format_bytes(f.bytes), format_bytes(per[0]),
+               format_bytes(per[1]), format_bytes(per[2]), f.crc32, status);
   }
-  fmt::print("{:<16} {:>12} {:>12} {:>12} {:>12}\n", "total", human_bytes(total), human_bytes(totals[0]),
-             human_bytes(totals[1]), human_bytes(totals[2]));
+  fmt::print("{:<16} {:>12} {:>12} {:>12} {:>12}\n", "total", format_bytes(total), format_bytes(totals[0]),
+             format_bytes(totals[1]), format_bytes(totals[2]));
   fmt::print("checksums: {}\n", bad == 0 ? fmt::format("ok ({} files verified)", m.files.size())
                                          : fmt::format("{} of {} files FAILED", bad, m.files.size()));
   // The exit status's reason on standard error too, as every failing command gives it.
@@ -276,7 +270,7 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
     fmt::print(
         "wrote {}/config.json and {} ({}){} from step {}\n", out,
         e.files.size() == 1 ? e.files[0] : fmt::format("{} shards with model.safetensors.index.json", e.files.size()),
-        human_bytes(e.total_bytes),
+        format_bytes(e.total_bytes),
         e.tokenizer_files.empty() ? ""
         : e.tokenizer_from_vocab  ? fmt::format(", and the run's vocabulary as {}", fmt::join(e.tokenizer_files, ", "))
                                   : fmt::format(", and the run's {}", fmt::join(e.tokenizer_files, ", ")),
@@ -300,7 +294,7 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
   } else {
     ckpt::export_llmc(reader, out, dtype);
     fmt::print("wrote {} ({}, llm.c version {}) from step {}\n", out,
-               human_bytes(static_cast<std::int64_t>(std::filesystem::file_size(out))), dtype == DType::kF32 ? 3 : 5,
+               format_bytes(static_cast<std::int64_t>(std::filesystem::file_size(out))), dtype == DType::kF32 ? 3 : 5,
                reader.manifest().position.step);
   }
   // A bf16-parameter run computed (and evaluated) with its masters rounded to bf16: the fp32 export

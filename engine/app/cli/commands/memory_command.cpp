@@ -125,6 +125,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   // The config as given (a stage 9 refused), of sizes the prediction counts.
   check_memory_countable(load_for_ranks(parser.get("config"), overrides, ranks, note));
   print_note(note);
+  const std::vector<std::string> given = overrides;  // the stage as the config gives it
   overrides.push_back("zero.stage=0");
   const RunConfig cfg = load_run_config(parser.get("config"), overrides, ranks);
   ShardingOptions options;
@@ -147,12 +148,15 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   print_note(choices_note);
   // The stages this config's rules refuse (zero.gather_dtype = "int8" at stage 0, which gathers
   // nothing): predicted all the same, for the comparison, and marked, as train would refuse them.
+  // Each stage set in the config as given, not by a --set of its own, which the refusal named as the
+  // user's ("... and --set zero.stage=0").
   std::vector<std::string> refused(kStages);
+  const RunConfig as_given = load_run_config(parser.get("config"), given, ranks);
   for (int stage = 0; stage < kStages; ++stage) {
-    std::vector<std::string> at_stage = overrides;
-    at_stage.push_back(fmt::format("zero.stage={}", stage));
+    RunConfig at_stage = as_given;
+    at_stage.zero.stage = stage;
     try {
-      check_trainable(load_run_config(parser.get("config"), at_stage, ranks));
+      check_trainable(at_stage);
     } catch (const InputError& e) {
       refused[static_cast<std::size_t>(stage)] = e.what();
       print_note(fmt::format("stage {} (marked *) is refused by this config: {}", stage, e.what()));

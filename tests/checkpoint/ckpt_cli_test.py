@@ -212,6 +212,14 @@ def main():
                  f"(rc {r.returncode}: {r.stderr.strip()})")
     r = ckpt("verify", os.path.join(two, "step_00000002"))
     checks.check(r.returncode == 0, f"the older checkpoint itself verifies ({r.stderr.strip()})")
+    # A rank file the manifest does not list (copied in from another checkpoint): named beside the
+    # "ok", which covered it in silence.
+    step2 = os.path.join(two, "step_00000002")
+    shutil.copy(os.path.join(two, "step_00000003", "rank_00000.bin"), os.path.join(step2, "rank_00099.bin"))
+    r = ckpt("verify", step2)
+    checks.check(r.returncode == 0 and "also holds rank_00099.bin, which its manifest does not list" in r.stderr,
+                 f"verify names a file its manifest does not list ({r.stderr.strip()})")
+    os.remove(os.path.join(step2, "rank_00099.bin"))
     # The newest checkpoint's manifest.json a directory: named, and the folder falls back (a bare
     # 'basic_filebuf::underflow error' with exit 1 ended every command on the folder).
     dir_manifest = os.path.join(work, "dir_manifest")

@@ -237,6 +237,20 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
     const ckpt::CheckpointReader reader(dir);
     fmt::print("ok: {} (step {}, {} files, checksums match)\n", dir, reader.manifest().position.step,
                reader.manifest().files.size());
+    // Files the manifest does not list are no part of it (a rank file copied in from another
+    // checkpoint): named, so "ok" is not read as covering them.
+    std::set<std::string> listed = {std::string(ckpt::kManifestName)};
+    for (const ckpt::RankFile& f : reader.manifest().files) listed.insert(f.name);
+    std::vector<std::string> others;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      if (!listed.contains(e.path().filename().string())) others.push_back(e.path().filename().string());
+    }
+    std::sort(others.begin(), others.end());
+    if (!others.empty()) {
+      print_err("zerotrain ckpt: note: {} also holds {}, which its manifest does not list (not verified, never read)\n",
+                dir, fmt::join(others, ", "));
+    }
     return 0;
   }
   const std::string format = parser.get("format");

@@ -329,6 +329,15 @@ void DataSource::open(const RunConfig& c) {
       }
     }
   }
+  // One file for both splits (shards named in both lists are refused above; one file may be meant,
+  // a corpus too small to split): said, since the losses then measure the fit to tokens the model
+  // trains on.
+  if (std::error_code ec;
+      !d.train_file.empty() && splits_ == Splits::kBoth && fs::equivalent(d.train_file, d.val_file, ec)) {
+    description_ +=
+        "; note: data.val_file is data.train_file: validation losses measure the fit to the training tokens, "
+        "not how the model generalises";
+  }
   // Shards too short for one window hold tokens no step or evaluation reads.
   for (const auto& [name, split] : opened_splits()) {
     std::vector<std::string> unread;

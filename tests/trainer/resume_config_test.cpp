@@ -273,9 +273,10 @@ TEST(ResumeTrajectory, AnotherRankCountIsToldHowToKeepTheGlobalBatch) {
   const std::vector<std::string> set_accum =
       trajectory_changes(saved, 2, 4, load_run_config(path, {"train.grad_accum=2"}, 4));
   ASSERT_EQ(set_accum.size(), 1u);
-  EXPECT_NE(set_accum[0].find("(without your --set train.grad_accum=2, --set train.global_batch_tokens=256 keeps it on 4 "
-                              "ranks: grad_accum 1 is derived)"),
-            std::string::npos)
+  EXPECT_NE(
+      set_accum[0].find("(without your --set train.grad_accum=2, --set train.global_batch_tokens=256 keeps it on 4 "
+                        "ranks: grad_accum 1 is derived)"),
+      std::string::npos)
       << set_accum[0];
   EXPECT_EQ(load_run_config(path, {"train.global_batch_tokens=256"}, 4).train.grad_accum, 1);
   // What the hint says, set: no change.

@@ -255,6 +255,14 @@ def main():
     p = plan("1KB", "--json")
     least = json.loads(p.stdout).get("least_required_bytes") if p.stdout.strip() else None
     check(p.returncode == 2 and isinstance(least, int) and least > 1000, f"nothing fits, --json: the least need ({least})")
+    # ... and that choice's need with fewer communication buffers, keys the search does not vary
+    # (it said "add ranks or memory" alone): a budget between the two is named as fitting them.
+    lean = json.loads(p.stdout).get("least_required_bytes_fewer_buffers") if p.stdout.strip() else None
+    if check(isinstance(lean, int) and isinstance(least, int) and lean < least,
+             f"nothing fits, --json: the least need with fewer buffers is less ({lean} < {least})"):
+        p = plan((lean + least) // 2)
+        check(p.returncode == 2 and "--set zero.overlap_comm=false --set zero.max_inflight_reductions=1 (not searched)"
+              in p.stderr and "which fits" in p.stderr, f"a budget fewer buffers fit: named ({p.stderr.strip()})")
     brief = subprocess.run([binary, "memory", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--ranks",
                             "2", "--brief"], capture_output=True, text=True, timeout=120)
     paper = subprocess.run([binary, "memory", "--params", "124e6", "--ranks", "1"], capture_output=True, text=True,

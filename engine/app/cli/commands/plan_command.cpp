@@ -154,8 +154,17 @@ std::string nothing_fits(const plan::PlanResult& r, std::int64_t budget) {
                        r.first_refusal);
   }
   const auto [offered, least] = format_bytes_apart(budget, r.smallest_bytes);
-  return fmt::format("nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)", offered,
-                     least);
+  // Keys the search leaves as the config sets them, where they hold less.
+  const std::string fewer_buffers =
+      r.smallest_bytes_fewer_buffers < 0
+          ? ""
+          : fmt::format(
+                "; with --set zero.overlap_comm=false --set zero.max_inflight_reductions=1 (not searched) "
+                "it needs {}{}",
+                format_bytes(r.smallest_bytes_fewer_buffers),
+                r.smallest_bytes_fewer_buffers <= budget ? ", which fits" : "");
+  return fmt::format("nothing fits {} per rank: the least any choice needs is {} (add ranks or memory{})", offered,
+                     least, fewer_buffers);
 }
 
 // Where the profile's times come from another kind of device than the config runs on: its step
@@ -245,20 +254,25 @@ int plan_main(const std::vector<std::string>& args) {
                       {"comm_s", c.time.comm_s},
                       {"step_s", c.time.step_s}});
     }
-    fmt::print("{}\n", nlohmann::json{{"config", parser.get("config")},
-                                      {"ranks", ranks},
-                                      {"budget_bytes", budget},
-                                      {"profile", profile.source},
-                                      {"global_batch_tokens", r.global_batch_tokens},
-                                      {"notes", notes},
-                                      {"held", r.held},
-                                      {"considered", r.considered},
-                                      {"invalid", r.invalid},
-                                      // the least any choice the config's rules accept needs (null: none)
-                                      {"least_required_bytes",
-                                       r.smallest_bytes >= 0 ? nlohmann::json(r.smallest_bytes) : nlohmann::json()},
-                                      {"fitting", rows}}
-                           .dump(2));
+    fmt::print(
+        "{}\n",
+        nlohmann::json{
+            {"config", parser.get("config")},
+            {"ranks", ranks},
+            {"budget_bytes", budget},
+            {"profile", profile.source},
+            {"global_batch_tokens", r.global_batch_tokens},
+            {"notes", notes},
+            {"held", r.held},
+            {"considered", r.considered},
+            {"invalid", r.invalid},
+            // the least any choice the config's rules accept needs (null: none)
+            {"least_required_bytes", r.smallest_bytes >= 0 ? nlohmann::json(r.smallest_bytes) : nlohmann::json()},
+            // ... and with fewer communication buffers (null: no less)
+            {"least_required_bytes_fewer_buffers",
+             r.smallest_bytes_fewer_buffers >= 0 ? nlohmann::json(r.smallest_bytes_fewer_buffers) : nlohmann::json()},
+            {"fitting", rows}}
+            .dump(2));
     if (r.fitting.empty()) {  // the JSON says so on stdout; the reason on stderr, one line, as without --json
       print_stderr(error_line(nothing_fits(r, budget)));
       return 2;

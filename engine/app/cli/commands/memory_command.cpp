@@ -339,7 +339,11 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   sent(hybrid ? "sent/step in group" : "sent/step", [](const StepVolume& v) { return v.bytes_in_group; });
   if (hybrid) sent("sent/step across", [](const StepVolume& v) { return v.bytes_across_groups; });
   std::string other = fmt::format("{:<22}", fmt::format("gradients, {} shards", other_grad_dtype));
-  for (std::int64_t g : other_grads) other += fmt::format(" {:>13}", format_bytes(g));
+  // Stages 0-1 hold no gradient shards: the key acts on nothing there ("-", where the row showed
+  // their working gradients, bf16 ones under an "fp32 shards" label). --json keeps every stage's.
+  for (std::size_t stage = 0; stage < other_grads.size(); ++stage) {
+    other += fmt::format(" {:>13}", stage < 2 ? "-" : format_bytes(other_grads[stage]));
+  }
   fmt::print("{}   (zero.grad_shard_dtype = {}: stages 2-3)\n", other, other_grad_dtype);
   if (cfg.checkpoint.async) {
     fmt::print("checkpoint staging    {:>14}   (checkpoint.async: host memory, every stage; not in the total)\n",

@@ -65,14 +65,22 @@ def main():
         ("config not an object", ["debug-state", "--config", config_file("a.json", "[1, 2]"), "--out", out], "object"),
         ("bad --set", ["debug-state", "--config", config_file("g.json", GOOD), "--out", out, "--set", "model.n_head"],
          "--set"),
-        # A --set value that is broken JSON (an object, a number past a double): said so, where, as a
-        # file's is (it was kept as a word: "must be a JSON object (got ...)", "must be a number").
+        # A --set value that is broken JSON (an object, a number past a double) is read as a word
+        # (a path or glob may open with "["), and the key's type error says where its JSON broke (it
+        # said "must be a JSON object (got ...)", "must be a number", nothing more).
         ("a broken --set object", ["debug-state", "--config", config_file("g7.json", GOOD), "--out", out, "--set",
-                                   'optim={"lr": 0.1,}'], "malformed JSON at line 1, column 12 (JSON allows no comma"),
+                                   'optim={"lr": 0.1,}'],
+         "as JSON it is malformed at line 1, column 12 (JSON allows no comma"),
         ("--set 1e999", ["debug-state", "--config", config_file("g8.json", GOOD), "--out", out, "--set",
-                         "optim.lr=1e999"], "--set optim.lr=1e999: number overflow parsing '1e999'"),
-        ("1e999 in the file", ["debug-state", "--config", config_file("of.json", '{"model": {\n "n_layer": 1e999}}'),
-                               "--out", out], "number overflow parsing '1e999' at line 2, column 13"),
+                         "optim.lr=1e999"], "must be a number (got \"1e999\") (read as a word: as JSON, number overflow"),
+        ("a broken --set list", ["train", "--config", config_file("g9.json", GOOD), "--run-dir",
+                                 os.path.join(work, "broken_list"), "--set", 'data.train_files=["a.bin",]', "--set",
+                                 'data.val_files=["a.bin"]'],
+         "pattern '[\"a.bin\",]' matches no file (read as a word: as JSON it is malformed at line 1, column 10"),
+        # The number found outside strings (a search of its text found it inside "x1e999" first).
+        ("1e999 in the file", ["debug-state", "--config",
+                               config_file("of.json", '{"log": {"run_dir": "x1e999"},\n "model": {"n_layer": 1e999}}'),
+                               "--out", out], "number overflow parsing '1e999' at line 2, column 23"),
         ("bad --steps", ["debug-state", "--config", config_file("g2.json", GOOD), "--out", out, "--steps", "-1"],
          "--steps"),
         # memory predicts every stage, but the config as given must still be one (it printed a table).
@@ -234,6 +242,17 @@ def main():
         print(f"{name:<32} exit={proc.returncode}  {status}\n    stderr: {proc.stderr.strip()[:200]}")
         if problems:
             failures.append(name)
+
+    # A --set word that opens as JSON would but is none, where a string is meant (a glob, a path
+    # with brackets): taken as it is.
+    proc = subprocess.run([binary, "memory", "--config", config_file("globs.json", GOOD), "--ranks", "1", "--set",
+                           "data.train_files=[ab]*.bin", "--set", "data.val_files=[ab]*.bin", "--set",
+                           "log.run_dir=[exp1]/run"], capture_output=True, text=True, timeout=60)
+    ok = proc.returncode == 0
+    print(f"{'--set words opening with [':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[:200]}")
+    if not ok:
+        failures.append("--set words opening with [")
 
     # debug-state under a launcher of several ranks: every rank would write the same unsharded state
     # to the same --out; refused in one line, the file as it was.

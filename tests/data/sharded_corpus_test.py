@@ -177,13 +177,17 @@ def main():
                  "short_000001.bin" in p.stdout,
                  f"random order: the repeats and a shard shorter than a window are noted "
                  f"({[line for line in p.stdout.splitlines() if line.startswith('data:')]})")
-    # One file for both splits (shards in both lists are refused; one file may be meant): noted.
-    _, p = train_run("same_file", 1, "--set", "data.train_files=[]", "--set", "data.val_files=[]", "--set",
-                     f"data.train_file={small_val}", "--set", f"data.val_file={small_val}", "--set", "train.max_steps=1",
-                     "--set", "checkpoint.every_steps=0")
-    checks.check(p.returncode == 0 and "note: data.val_file is data.train_file" in p.stdout,
-                 f"validation on the training file is noted "
-                 f"({[line for line in p.stdout.splitlines() if line.startswith('data:')]} {p.stderr[-200:]})")
+    # One file both splits read, as named (data.val_file the data.train_file, a shard named in both
+    # lists): taken as meant, and noted (it trained in silence).
+    for what, sets in (("one file", ["data.train_files=[]", "data.val_files=[]", f"data.train_file={small_val}",
+                                     f"data.val_file={small_val}"]),
+                       ("a shard in both lists", [f"data.train_files=[\"{small_val}\"]",
+                                                  f"data.val_files=[\"{small_val}\"]"])):
+        _, p = train_run("same_file_" + what.replace(" ", "_"), 1, *[a for s in sets for a in ("--set", s)], "--set",
+                         "train.max_steps=1", "--set", "checkpoint.every_steps=0")
+        checks.check(p.returncode == 0 and f"note: validation reads a file training reads too ({small_val})" in p.stdout,
+                     f"{what} for both splits: noted "
+                     f"({[line for line in p.stdout.splitlines() if line.startswith('data:')]} {p.stderr[-200:]})")
 
     # A prepared dataset whose vocabulary is larger than the model's: named, not its first token past it.
     p = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "small_vocab"), "--set",

@@ -232,6 +232,21 @@ def main():
                   ("--ckpt of a checkpoint pairs the two" in e.stderr) == (flag == "--run"),
                   f"{flag} --val after the dataset was prepared again: refused in one line naming val.bin "
                   f"({e.stdout.strip()}; {e.stderr.strip()})")
+        # Weights an earlier build wrote record no data identity: scored, with a note that the files
+        # are not checked (an upgrade trial's changed val.bin was scored unsaid).
+        unrecorded = os.path.join(work, "unrecorded")
+        shutil.copytree(moved, unrecorded)
+        weights = os.path.join(unrecorded, "final.safetensors")
+        with open(weights, "rb") as f:
+            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+            data = f.read()
+        del header["__metadata__"]["data_identity"]
+        header_text = json.dumps(header).encode()
+        with open(weights, "wb") as f:
+            f.write(struct.pack("<Q", len(header_text)) + header_text + data)
+        e = run([binary, "eval", "--run", unrecorded, "--val"])
+        check(e.returncode == 0 and "its weights record no identity of the validation files" in e.stderr,
+              f"--run --val of weights recording no data identity: scored, with a note ({e.stderr.strip()[-300:]})")
         # Shards (data.train_files) and a named vocabulary: with the training folder and the
         # vocabulary gone, --val reads the validation shard alone, the same loss.
         shards_a, shards_b = os.path.join(work, "shards_a"), os.path.join(work, "shards_b")

@@ -339,6 +339,24 @@ TEST(ResumeData, OnlyTheTrainingFilesAreTheTrajectorys) {
   for (nlohmann::json& f : unsplit) f.erase("split");
   EXPECT_EQ(data_changes(unsplit, other_val).size(), 3u);
   EXPECT_TRUE(evaluation_data_changes(unsplit, other_val).empty());
+  // ... but eval --val's check finds each validation file read now among them, by its path, else by
+  // its name (an upgrade trial's changed val.bin was scored against an old checkpoint unsaid).
+  const nlohmann::json val_now = nlohmann::json::array({data_file("d/va.bin", 50, 3, "val")});
+  EXPECT_TRUE(validation_data_changes(unsplit, val_now).empty());
+  nlohmann::json rewritten = val_now;
+  rewritten[0]["fingerprint"] = 9;
+  const std::vector<std::string> changed = validation_data_changes(unsplit, rewritten);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0], "data file d/va.bin: 50 bytes, fingerprint 00000003 -> 50 bytes, fingerprint 00000009");
+  nlohmann::json moved_data = rewritten;
+  moved_data[0]["path"] = "e/va.bin";
+  EXPECT_EQ(validation_data_changes(unsplit, moved_data).size(), 1u) << "paired by its name";
+  moved_data[0]["fingerprint"] = 3;
+  EXPECT_TRUE(validation_data_changes(unsplit, moved_data).empty()) << "the same contents elsewhere";
+  nlohmann::json unknown = val_now;
+  unknown[0]["path"] = "e/other.bin";
+  ASSERT_EQ(validation_data_changes(unsplit, unknown).size(), 1u);
+  EXPECT_NE(validation_data_changes(unsplit, unknown)[0].find("not read by the saved run"), std::string::npos);
 }
 
 // The tokenizer beside the first training shard, recorded as found (since 2026-12-07): an identity

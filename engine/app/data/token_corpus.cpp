@@ -12,6 +12,7 @@
 #include <set>
 
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_text.h"
 #include "engine/base/core/philox.h"
 
 namespace zt::data {
@@ -63,7 +64,9 @@ std::vector<std::string> expand_pattern(const std::string& pattern, const std::s
     return {pattern};
   }
   if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty())) {
-    throw_input_error("{}: pattern '{}' matches no file", key, pattern);
+    // A list meant and broken (["a.bin",]) is read as one pattern: its JSON's fault said too.
+    throw_input_error("{}: pattern '{}' matches no file{}", key, pattern,
+                      pattern.starts_with('[') ? json_word_hint(pattern) : "");
   }
   if (rc != 0) {
     // The folder before the first wildcard: a typo there is the usual cause, and says which.

@@ -290,7 +290,6 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
   if (out.fitting.empty() && smallest) {
     RunConfig lean = *smallest;
     lean.zero.overlap_comm = false;
-    lean.zero.max_inflight_reductions = 1;
     const std::int64_t bytes = predicted_required_bytes(lean, world_size, choices);
     if (bytes < out.smallest_bytes) out.smallest_bytes_fewer_buffers = bytes;
   }

@@ -17,8 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Null where there is no such file or it holds no JSON; one that is no regular file (a FIFO would
-// hang the read) is refused naming it.
+// Null where there is no such file, a discarded value where it holds no JSON (no object either
+// way, which the caller asks for); one that is no regular file (a FIFO would hang the read) is
+// refused naming it.
 nlohmann::json read_json_or_null(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return nlohmann::json();

@@ -124,6 +124,9 @@ void DataSource::open(const RunConfig& c) {
   // The validation split alone reads no vocabulary, tokenizer or multiple-choice file (eval --val
   // decodes and scores none), but the embedded text's, which makes its tokens.
   const bool reads_text = splits_ == Splits::kBoth || d.reads_embedded_text();
+  // Files both splits read, as the user named them (a shard named in both lists, data.val_file the
+  // data.train_file): noted below, since validation then measures the fit to trained tokens.
+  std::vector<std::string> validated_on_training;
   if (!d.vocab_file.empty() && reads_text) {
     vocab_ = read_naming_key(c, "data.vocab_file", [&] { return data::Vocab::load(d.vocab_file); });
   }
@@ -151,7 +154,10 @@ void DataSource::open(const RunConfig& c) {
         const std::string& shard = val_->shard_name(v);
         if (!fs::equivalent(shard, train_->shard_name(t), ec)) continue;
         const bool in_training = named_in(d.train_files, shard), in_validation = named_in(d.val_files, shard);
-        if (in_training && in_validation) continue;
+        if (in_training && in_validation) {
+          validated_on_training.push_back(shard);
+          continue;
+        }
         // Which side is at fault where one list names the file itself; patterns on both sides: both.
         const std::string how =
             in_training ? fmt::format("a data.val_files pattern takes {} of data.train_files into validation", shard)
@@ -167,6 +173,9 @@ void DataSource::open(const RunConfig& c) {
   } else if (!d.train_file.empty()) {
     open_files(c, splits_ == Splits::kBoth ? d.train_file : "", d.val_file, "data.train_file", "data.val_file");
     description_ = fmt::format("token files {} / {}", d.train_file, d.val_file);
+    if (std::error_code ec; splits_ == Splits::kBoth && fs::equivalent(d.train_file, d.val_file, ec)) {
+      validated_on_training.push_back(d.val_file);
+    }
   } else if (d.dataset == "embedded") {
     const std::string text = data::generate_embedded_text(c.train.seed, d.embedded_chars);
     const bool given = vocab_.has_value();  // data.vocab_file's
@@ -329,14 +338,12 @@ void DataSource::open(const RunConfig& c) {
       }
     }
   }
-  // One file for both splits (shards named in both lists are refused above; one file may be meant,
-  // a corpus too small to split): said, since the losses then measure the fit to tokens the model
-  // trains on.
-  if (std::error_code ec;
-      !d.train_file.empty() && splits_ == Splits::kBoth && fs::equivalent(d.train_file, d.val_file, ec)) {
-    description_ +=
-        "; note: data.val_file is data.train_file: validation losses measure the fit to the training tokens, "
-        "not how the model generalises";
+  if (!validated_on_training.empty()) {
+    description_ += fmt::format(
+        "; note: validation reads {} training reads too ({}{}): its losses measure the fit to the training tokens, "
+        "not how the model generalises",
+        validated_on_training.size() == 1 ? "a file" : fmt::format("{} files", validated_on_training.size()),
+        validated_on_training.front(), validated_on_training.size() > 1 ? ", ..." : "");
   }
   // Shards too short for one window hold tokens no step or evaluation reads.
   for (const auto& [name, split] : opened_splits()) {

@@ -131,10 +131,10 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 nlohmann::json file_identity(const std::string& path) {
   std::error_code ec;
-  const std::uintmax_t size = fs::file_size(path, ec);                 // fails for all but regular files
-  if (ec) return {{"path", path}, {"bytes", -1}, {"fingerprint", 0}};  // opening the data names it
-  std::ifstream in(path, std::ios::binary);                            // after the size: a FIFO's open would block
-  if (!in) return {{"path", path}, {"bytes", -1}, {"fingerprint", 0}};
+  const std::uintmax_t size = fs::file_size(path, ec);                                // fails for all but regular files
+  if (ec) return {{"path", path}, {"bytes", -1}, {"fingerprint", std::uint32_t{0}}};  // opening the data names it
+  std::ifstream in(path, std::ios::binary);  // after the size: a FIFO's open would block
+  if (!in) return {{"path", path}, {"bytes", -1}, {"fingerprint", std::uint32_t{0}}};
   const std::int64_t bytes = static_cast<std::int64_t>(size), head = std::min(bytes, kFingerprintBytes);
   std::vector<char> buf(static_cast<std::size_t>(head));
   in.read(buf.data(), head);
@@ -461,8 +461,27 @@ std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, co
 }
 
 std::vector<std::string> validation_data_changes(const nlohmann::json& saved, const nlohmann::json& now) {
-  if (!records_splits(saved)) return {};
-  return file_changes(of_splits(saved, {kValSplit}), of_splits(now, {kValSplit}));
+  const nlohmann::json val_now = of_splits(now, {kValSplit});
+  if (records_splits(saved)) return file_changes(of_splits(saved, {kValSplit}), val_now);
+  // An identity from before splits were recorded lists every file the run read, validation ones
+  // among them: each validation file read now against the saved entry of its path, else of its
+  // name (the data moved). A changed val.bin was scored against the run's logged val_loss unsaid.
+  nlohmann::json val_saved = nlohmann::json::array();
+  for (const nlohmann::json& f : val_now) {
+    const auto name_of = [](const nlohmann::json& e) {
+      return std::filesystem::path(e["path"].get<std::string>()).filename();
+    };
+    auto it = std::find_if(saved.begin(), saved.end(), [&](const nlohmann::json& s) { return s["path"] == f["path"]; });
+    if (it == saved.end()) {
+      it = std::find_if(saved.begin(), saved.end(), [&](const nlohmann::json& s) { return name_of(s) == name_of(f); });
+    }
+    if (it == saved.end()) {
+      return {fmt::format("data file {}: not read by the saved run -> {}", f["path"].get<std::string>(),
+                          describe_contents(f))};
+    }
+    val_saved.push_back(*it);
+  }
+  return file_changes(val_saved, val_now);
 }
 
 bool vocabulary_changed(const nlohmann::json& saved, const nlohmann::json& now) {

@@ -82,8 +82,9 @@ std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohman
 // notes them (validation losses across it are not comparable). Empty for a checkpoint saved before
 // splits were recorded (data_changes compares its files).
 std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, const nlohmann::json& now);
-// Of those, the validation split's alone (what a validation loss reads; not the vocabulary's):
-// empty where `saved` records no splits.
+// Of those, the validation split's alone (what a validation loss reads; not the vocabulary's).
+// Where `saved` records no splits (every file the run read, from an earlier build), each validation
+// file read now against the saved entry of its path, else of its file name.
 std::vector<std::string> validation_data_changes(const nlohmann::json& saved, const nlohmann::json& now);
 // Whether the vocabulary files (vocab.json, tokenizer.json, data.vocab_file / tokenizer_file) are
 // among those changes (a file found where no key names it, the tokenizer beside the first shard,

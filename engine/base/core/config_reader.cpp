@@ -20,7 +20,15 @@ ConfigReader::ConfigReader(const nlohmann::json& node, std::string file, std::st
                            std::shared_ptr<const OverrideSources> overrides)
     : node_(node), file_(std::move(file)), path_(std::move(path)), overrides_(std::move(overrides)) {
   if (!node_.is_object()) {
-    throw_input_error("config error in {}: '{}' must be a JSON object", file_, path_.empty() ? "<root>" : path_);
+    // A section a --set gave as a word: its JSON's fault said where (`--set 'optim={"lr": 0.1,}'`).
+    const auto own = overrides_ != nullptr ? overrides_->find(path_) : OverrideSources::const_iterator{};
+    const std::string hint =
+        overrides_ != nullptr && own != overrides_->end() && own->second.starts_with("--set ") && node_.is_string()
+            ? json_word_hint(own->second.substr(own->second.find('=') + 1))
+            : "";
+    throw_input_error("config error in {}: '{}' must be a JSON object{}",
+                      overrides_ != nullptr && own != overrides_->end() ? own->second : file_,
+                      path_.empty() ? "<root>" : path_, hint);
   }
 }
 
@@ -91,11 +99,15 @@ void ConfigReader::fail_type(const std::string& key, const char* expected, const
   // write it as text, in the user's own spelling.
   std::string hint;
   const auto own = overrides_ != nullptr ? overrides_->find(dotted(key)) : OverrideSources::const_iterator{};
-  if (std::string_view(expected).starts_with("a string") && overrides_ != nullptr && own != overrides_->end() &&
-      own->second.starts_with("--set ") && (got.is_number() || got.is_boolean() || got.is_null())) {
-    const std::string text = own->second.substr(own->second.find('=') + 1);
+  const bool own_set = overrides_ != nullptr && own != overrides_->end() && own->second.starts_with("--set ");
+  const std::string text = own_set ? own->second.substr(own->second.find('=') + 1) : "";
+  if (std::string_view(expected).starts_with("a string") && own_set &&
+      (got.is_number() || got.is_boolean() || got.is_null())) {
     hint =
         fmt::format(" (a --set value is read as JSON; for the text, quote it: --set '{}=\"{}\"')", dotted(key), text);
+  } else if (own_set && got.is_string()) {
+    // Kept as a word because it is no JSON, where an object, a list or a number was meant.
+    hint = json_word_hint(text);
   }
   throw_input_error("config error in {}: key '{}' must be {} (got {}){}", source, dotted(key), expected,
                     preview_json(got), hint);

@@ -21,10 +21,11 @@ namespace {
 // once a level, so a value nested 100000 deep would overflow the stack.
 constexpr int kMaxConfigDepth = 64;
 
-// The first JSON number in `text` (outside strings) too small for a double's normal range, and its
-// 1-based byte offset; {"", 0} where none is. The parser reads such a number as 0 or a subnormal
-// without a word ("lr": 1e-400 trained at an LR of 0), where a number too large is refused.
-std::pair<std::string, std::size_t> first_underflowing_number(std::string_view text) {
+// The first JSON number in `text` (outside strings) past a double's normal range, and its 1-based
+// byte offset; {"", 0} where none is. Too small: the parser reads it as 0 or a subnormal without a
+// word ("lr": 1e-400 trained at an LR of 0); too large (`overflow` set): the parser refuses it,
+// but names neither its line nor its column, and a search of its text could land in a string.
+std::pair<std::string, std::size_t> first_number_out_of_range(std::string_view text, bool* overflow = nullptr) {
   bool in_string = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -46,12 +47,39 @@ std::pair<std::string, std::size_t> first_underflowing_number(std::string_view t
     const double value = std::strtod(number.c_str(), nullptr);
     const bool nonzero_digits = number.find_first_of("123456789") < number.find_first_of("eE");
     if (nonzero_digits && errno == ERANGE && std::fabs(value) < DBL_MIN) return {number, i + 1};
+    if (overflow != nullptr && errno == ERANGE && std::isinf(value)) {
+      *overflow = true;
+      return {number, i + 1};
+    }
     i += number.size() - 1;
   }
   return {"", 0};
 }
 
 }  // namespace
+
+std::string json_word_hint(const std::string& text) {
+  const std::size_t first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  const char c = text[first];
+  const bool meant_as_json = c == '{' || c == '[' || c == '-' || c == '.' || (c >= '0' && c <= '9');
+  if (!meant_as_json) return "";
+  try {
+    const nlohmann::json parsed = nlohmann::json::parse(text);
+    (void)parsed;
+  } catch (const nlohmann::json::parse_error& e) {
+    return fmt::format(" (read as a word: as JSON it is malformed at {})", where_json_stopped(text, e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    return fmt::format(" (read as a word: as JSON, {})", json_error_words(e));
+  }
+  return "";
+}
+
+std::string json_error_words(const nlohmann::json::exception& e) {
+  const std::string what = e.what();  // "[json.exception.out_of_range.406] number overflow parsing '1e999'"
+  const std::size_t words = what.find("] ");
+  return words == std::string::npos ? what : what.substr(words + 2);
+}
 
 std::string preview_json(const nlohmann::json& value, int depth) {
   constexpr std::size_t kMaxChars = 80;
@@ -111,24 +139,14 @@ std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& 
       }
       return true;
     });
-  } catch (const nlohmann::json::out_of_range& e) {  // 1e999: a number no double holds, not a word
-    const std::string what = e.what();
-    throw_input_error("--set {}: {}", assignment, what.substr(what.find("] ") + 2));
-  } catch (const nlohmann::json::parse_error& e) {
-    // An object or list meant, and broken: said where, as a file's is (it was kept as a word, and
-    // the key's reader said "must be a JSON object (got \"{...}\")").
-    if (const std::size_t first = text.find_first_not_of(" \t");
-        first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
-      throw_input_error("--set {}: malformed JSON at {}", assignment, where_json_stopped(text, e.byte, e.what()));
-    }
-    value = text;  // bare words such as bf16 or none
-    parsed = false;
   } catch (const nlohmann::json::exception&) {
+    // Bare words such as bf16 or none, and paths or globs ("[ab]*.bin"); a broken object or number
+    // meant as JSON is said by the key's type error (json_word_hint).
     value = text;
     parsed = false;
   }
   if (parsed) {  // a number, or numbers inside an object or list (--set 'optim={"lr": 1e-400}')
-    if (const auto [number, byte] = first_underflowing_number(text); byte != 0) {
+    if (const auto [number, byte] = first_number_out_of_range(text); byte != 0) {
       throw_input_error(
           "--set {}: number underflow parsing '{}' (below the smallest normal double, {:g}; write 0 "
           "where zero is meant)",
@@ -222,17 +240,15 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
   } catch (const nlohmann::json::parse_error& e) {
     throw_input_error("config error in {}: malformed JSON at {}", source, where_json_stopped(text, e.byte, e.what()));
   } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds
-    // The parser names the number but not where it is: its first occurrence, as an underflow's.
-    const std::string what = e.what(), said = what.substr(what.find("] ") + 2);
-    const std::size_t open = said.find('\''), close = said.rfind('\'');
-    const std::size_t at = open != std::string::npos && close > open
-                               ? text.find(said.substr(open + 1, close - open - 1))
-                               : std::string::npos;
-    if (at == std::string::npos) throw_input_error("config error in {}: {}", source, said);
-    const auto [line, col] = line_and_column(text, at + 1);  // 1-based, as the parser's bytes
-    throw_input_error("config error in {}: {} at line {}, column {}", source, said, line, col);
+    // The parser names the number but not where it is: the scanner finds it, outside strings.
+    bool overflow = false;
+    const auto [number, byte] = first_number_out_of_range(text, &overflow);
+    if (!overflow) throw_input_error("config error in {}: {}", source, json_error_words(e));
+    const auto [line, col] = line_and_column(text, byte);
+    throw_input_error("config error in {}: number overflow parsing '{}' at line {}, column {}", source, number, line,
+                      col);
   }
-  if (const auto [number, byte] = first_underflowing_number(text); byte != 0) {
+  if (const auto [number, byte] = first_number_out_of_range(text); byte != 0) {
     const auto [line, col] = line_and_column(text, byte);
     throw_input_error(
         "config error in {}: number underflow parsing '{}' at line {}, column {} (below the smallest "

@@ -15,6 +15,15 @@ namespace zt {
 // without recursing into the whole value, however deeply nested.
 std::string preview_json(const nlohmann::json& value, int depth = 0);
 
+// A --set value kept as a word because it is no JSON, though it opens as JSON would (an object, a
+// list, a number: `optim={"lr": 0.1,}`, `optim.lr=1e999`): " (read as a word: as JSON it is
+// malformed at line 1, column 12 (...))", for the type error of a key that wanted no string; ""
+// where it parses, or opens as a word would (bf16, a path).
+std::string json_word_hint(const std::string& text);
+
+// An nlohmann exception's words, without its "[json.exception.X.N] " prefix.
+std::string json_error_words(const nlohmann::json::exception& e);
+
 // Applies "--set section.key=value" to a config document and returns the dotted keys it set. The
 // value is parsed as JSON when it parses (numbers, true/false, quoted strings), else taken as a
 // plain string. A whole section given as an object ("--set 'optim={\"lr\": 0.01}'") sets the keys

@@ -231,6 +231,12 @@ int eval_main(const std::vector<std::string>& args) {
                     "--ckpt of a checkpoint pairs the two"
                   : "");
         }
+      } else if (!run->data.reads_embedded_text()) {
+        // Weights an earlier build wrote record no data identity: the files are scored unchecked.
+        source.notes.push_back(fmt::format(
+            "zerotrain eval: note: --val on {}: its weights record no identity of the validation files (an earlier "
+            "build's), so they are not checked to be the ones the run evaluated",
+            source.path));
       }
       // Its evaluations' activations (a bf16 run's val_loss is not an fp32 forward's), unless
       // --dtype asks for others.

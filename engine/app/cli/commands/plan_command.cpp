@@ -154,15 +154,13 @@ std::string nothing_fits(const plan::PlanResult& r, std::int64_t budget) {
                        r.first_refusal);
   }
   const auto [offered, least] = format_bytes_apart(budget, r.smallest_bytes);
-  // Keys the search leaves as the config sets them, where they hold less.
+  // A key the search leaves as the config sets it, where it holds less.
   const std::string fewer_buffers =
       r.smallest_bytes_fewer_buffers < 0
           ? ""
-          : fmt::format(
-                "; with --set zero.overlap_comm=false --set zero.max_inflight_reductions=1 (not searched) "
-                "it needs {}{}",
-                format_bytes(r.smallest_bytes_fewer_buffers),
-                r.smallest_bytes_fewer_buffers <= budget ? ", which fits" : "");
+          : fmt::format("; with --set zero.overlap_comm=false (not searched) it needs {}{}",
+                        format_bytes(r.smallest_bytes_fewer_buffers),
+                        r.smallest_bytes_fewer_buffers <= budget ? ", which fits" : "");
   return fmt::format("nothing fits {} per rank: the least any choice needs is {} (add ranks or memory{})", offered,
                      least, fewer_buffers);
 }

@@ -100,9 +100,11 @@ def main():
                                 os.path.join(work, "no_such_folder", "x.safetensors")], "no folder"),
         # An empty path ("$UNSET"): named as the flag (it was "error: : cannot open token file").
         ("an empty --tokens", ["eval", "--from", os.path.join(work, "nope.bin"), "--tokens", ""],
-         "eval: --tokens is empty: it needs a FILE"),
+         "eval: --tokens is empty (an unset variable?): it needs a FILE"),
         ("an empty --run-dir=", ["train", "--config", config_file("g6.json", GOOD), "--run-dir="],
-         "train: --run-dir is empty: it needs a DIR"),
+         "train: --run-dir is empty (an unset variable?): it needs a DIR"),
+        ("an empty --resume", ["train", "--config", config_file("g10.json", GOOD), "--resume", ""],
+         "train: --resume is empty (an unset variable?): it needs latest or a PATH"),
         ("unknown flag", ["debug-state", "--frobnicate"], "--frobnicate"),
         ("unknown command", ["frobnicate"], "frobnicate"),
         ("a misspelt command", ["trian"], "did you mean 'train'?"),
@@ -195,7 +197,7 @@ def main():
                                 "--run-dir", run_dir], "has no dropout"),
         # Control characters in a path the error names: escaped, so the error stays one line (a
         # newline split it; a NUL ended the message there, naming nothing).
-        ("empty --out", ["debug-state", "--config", config_file("eo.json", GOOD), "--out", ""], "--out is empty: it needs a FILE"),
+        ("empty --out", ["debug-state", "--config", config_file("eo.json", GOOD), "--out", ""], "--out is empty (an unset variable?): it needs a FILE"),
         ("--out a folder's name", ["debug-state", "--config", config_file("ef.json", GOOD), "--out", work + "/new/"],
          "not a file name"),
         ("empty log.run_dir", ["train", "--config", config_file("erd.json", dict(GOOD, log={"run_dir": ""}))],

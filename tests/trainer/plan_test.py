@@ -104,14 +104,17 @@ def main():
                                text=True, timeout=120)
     need = [s["required"] for s in json.loads(predicted.stdout)["stages"]] if predicted.returncode == 0 else [0] * 4
     if check(need[1] < need[2] < need[3], f"test setup: stage 2 needs more than stage 1, stage 3 more still ({need})"):
-        for offer, said, unsaid in (((need[1] + need[2]) // 2, "set zero.stage = 1 (it needs", "raise zero.stage"),
-                                    (need[1] - 1, "add ranks", "zero.stage")):
+        # ... and at stage 0, where every higher stage needs less but none fits: "raise zero.stage".
+        for stage, offer, said, unsaid in ((2, (need[1] + need[2]) // 2, "set zero.stage = 1 (it needs",
+                                            "raise zero.stage"),
+                                           (2, need[1] - 1, "add ranks", "zero.stage"),
+                                           (0, need[1] - 1, "raise zero.stage", "set zero.stage")):
             budget = offer
-            p = train(f"stage_advice_{offer}", ["zero.stage=2"])
+            p = train(f"stage_advice_{stage}_{offer}", [f"zero.stage={stage}"])
             errors = [line for line in p.stderr.splitlines() if "zerotrain: error:" in line]
             advice = errors[0].split("offers:")[-1] if errors else ""
             check(p.returncode == 2 and said in advice and unsaid not in advice,
-                  f"stage 2 refused at an offer of {offer}: '{said}', not '{unsaid}' ({errors[:1]})")
+                  f"stage {stage} refused at an offer of {offer}: '{said}', not '{unsaid}' ({errors[:1]})")
 
     # A config written for another rank count: its own micro-batch does not divide its global batch
     # on 3 ranks (576 tokens = 3 x 64 x 3 at micro-batch 1); the search sets it, and says so. (The

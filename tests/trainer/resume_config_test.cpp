@@ -165,15 +165,16 @@ TEST(ResumeTrajectory, DeterministicBitsOnAnotherRankCountAreSaidWhereInt8Gather
   doc["train"] = {{"max_steps", 8}, {"deterministic", true}, {"micro_batch", 2}, {"global_batch_tokens", 128}};
   doc["zero"] = {{"stage", 2}, {"gather_dtype", "int8"}, {"solo_path", false}};
   const nlohmann::json saved = parse_run_config(doc, "t.json").to_json();
-  const std::vector<std::string> int8 = deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json", 2));
+  const std::vector<std::string> int8 = deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json", 2), "");
   ASSERT_EQ(int8.size(), 1u);
   EXPECT_NE(int8[0].find("ranks: 1 -> 2 (int8 gathers"), std::string::npos) << int8[0];
   nlohmann::json exact = doc;
   exact["zero"] = {{"stage", 2}};
   const nlohmann::json saved_exact = parse_run_config(exact, "t.json").to_json();
-  EXPECT_TRUE(deterministic_bit_changes(saved_exact, 1, parse_run_config(exact, "t.json", 2)).empty())
+  EXPECT_TRUE(deterministic_bit_changes(saved_exact, 1, parse_run_config(exact, "t.json", 2), "").empty())
       << "exact gathers: the same bits at any rank count";
-  EXPECT_TRUE(deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json")).empty()) << "the same rank count";
+  EXPECT_TRUE(deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json"), "").empty())
+      << "the same rank count";
 }
 
 // Each change says its own reason: the micro-batch's is the fold's, the mode's the reduction order
@@ -184,14 +185,14 @@ TEST(ResumeTrajectory, DeterministicBitChangesSayTheirOwnReasons) {
   const nlohmann::json saved = parse_run_config(doc, "t.json").to_json();
   nlohmann::json smaller = doc;
   smaller["train"]["micro_batch"] = 1;
-  const std::vector<std::string> micro = deterministic_bit_changes(saved, 1, parse_run_config(smaller, "t.json"));
+  const std::vector<std::string> micro = deterministic_bit_changes(saved, 1, parse_run_config(smaller, "t.json"), "");
   ASSERT_EQ(micro.size(), 1u);
   EXPECT_EQ(micro[0],
             "train.micro_batch: 2 -> 1 (the fold adds each micro-batch's gradients: its bits follow the "
             "micro-batch)");
   nlohmann::json off = doc;
   off["train"]["deterministic"] = false;
-  const std::vector<std::string> mode = deterministic_bit_changes(saved, 1, parse_run_config(off, "t.json"));
+  const std::vector<std::string> mode = deterministic_bit_changes(saved, 1, parse_run_config(off, "t.json"), "");
   ASSERT_EQ(mode.size(), 1u);
   EXPECT_EQ(mode[0], "train.deterministic: true -> false (the modes reduce the gradients in different orders)");
 }

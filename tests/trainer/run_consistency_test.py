@@ -99,7 +99,16 @@ def main():
     # Ranks on other BLAS kernels (OPENBLAS_CORETYPE here, a CPU type on a mixed cluster): refused in
     # deterministic mode, whose bits follow them (a trial's mixed job computed other bits than one
     # rank did, under the banner's promise); outside it, trained. Cores any x86-64 CPU runs.
-    for deterministic, refused in ((True, True), (False, False)):
+    cores = {}
+    for core in ("Prescott", "Nehalem"):
+        v = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=60,
+                           env=dict(env, OPENBLAS_CORETYPE=core))
+        cores[core] = v.stdout if "not taken" not in v.stdout else None
+    kernel_cases = ((True, True), (False, False))
+    if None in cores.values() or cores["Prescott"] == cores["Nehalem"]:
+        print("skipped: this OpenBLAS does not run both Prescott and Nehalem kernels (not DYNAMIC_ARCH x86-64)")
+        kernel_cases = ()
+    for deterministic, refused in kernel_cases:
         run_dir = os.path.join(work, f"mixed_kernels_{deterministic}")
         parts = []
         for core in ("Prescott", "Nehalem"):

@@ -377,9 +377,10 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
       if (!fs::exists(c, gone_ec) && set_aside_as(path, fs::path(c).filename().string())) {
         throw_input_error("{}: moved to {}/{}/ by a resume from an earlier step", c, path, kSupersededName);
       }
-      // `latest` naming none, read twice (current_latest): no live run's pruning, which the reader
-      // would say, but a pointer edited or copied without its checkpoint.
-      if (!fs::exists(c, gone_ec) && fs::path(c).filename() == latest) {
+      // `latest` naming none, read twice (current_latest) and still: no live run's pruning (which
+      // re-points it first, and which the reader says), but a pointer edited or copied without
+      // its checkpoint.
+      if (!fs::exists(c, gone_ec) && fs::path(c).filename() == latest && read_latest(path) == latest) {
         throw_input_error("{}: no such directory, though {}/{} names it", c, path, kLatestName);
       }
       FileHandle held = FileHandle::hold_for_reading(c);  // before keep_last can take it from under us

@@ -9,8 +9,8 @@
 
 namespace zt {
 
-nlohmann::json read_json_file(const std::string& path) {
-  const std::string text = read_whole_input(path, "JSON file");
+nlohmann::json read_json_file(const std::string& path, std::string_view what) {
+  const std::string text = read_whole_input(path, what);
   // Said so, as a config is (the parser's end of input read as an object left open).
   if (text.find_first_not_of(" \t\r\n", text.starts_with("\xEF\xBB\xBF") ? 3 : 0) == std::string::npos) {
     throw_input_error("{}: the file is empty (not JSON)", path);

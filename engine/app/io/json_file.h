@@ -5,9 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 
 namespace zt {
 
-nlohmann::json read_json_file(const std::string& path);
+// `what` names the file in the errors of reading it ("JSON file", "--profile").
+nlohmann::json read_json_file(const std::string& path, std::string_view what = "JSON file");
 
 }  // namespace zt

@@ -88,10 +88,10 @@ namespace {
 OpProfile load_op_profile_or_throw(const std::string& path) {
   nlohmann::json config, profile;
   if (fs::is_directory(path)) {
-    config = read_json_file((fs::path(path) / "config.json").string());
-    profile = read_json_file((fs::path(path) / "op_profile.json").string());
+    config = read_json_file((fs::path(path) / "config.json").string(), "--profile");
+    profile = read_json_file((fs::path(path) / "op_profile.json").string(), "--profile");
   } else {
-    const nlohmann::json doc = read_json_file(path);
+    const nlohmann::json doc = read_json_file(path, "--profile");
     if (!doc.contains("config") || !doc.contains("op_profile")) {
       throw_input_error(
           "--profile: {} holds no \"config\" and \"op_profile\" (give a run directory with op_profile.json)", path);

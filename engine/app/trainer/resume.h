@@ -66,7 +66,7 @@ std::string choice_file_change(const nlohmann::json& saved_config, const RunConf
 // kernels than `saved_cpu_kernels` (the manifest's extra.cpu_kernels: BlasDescription::kernels of
 // the run that saved it; empty where it records none).
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved_config, int saved_world_size,
-                                                   const RunConfig& now, std::string_view saved_cpu_kernels = {});
+                                                   const RunConfig& now, std::string_view saved_cpu_kernels);
 
 // Whether `now` may continue the run saved in `checkpoint` (its manifest's model, config, rank
 // count and step): InputError when the model differs, or when trajectory_changes finds any, or the data

@@ -251,8 +251,10 @@ IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data
   // Deterministic mode's bits follow the BLAS kernels too (OpenBLAS picks them by the CPU): ranks
   // on nodes of two CPU types compute other bits than one rank would, against the mode's promise.
   if (config.train.deterministic && config.device == Device::kCPU) {
-    out.emplace_back("the BLAS kernels (train.deterministic's bits follow them: a CPU type or OPENBLAS_CORETYPE)",
-                     cpu_blas_description().kernels());
+    out.emplace_back(
+        "the BLAS kernels (train.deterministic's bits follow them: export one OPENBLAS_CORETYPE on every rank, or "
+        "set train.deterministic = false)",
+        cpu_blas_description().kernels());
   }
   for (std::size_t i = 0; i < data.size(); ++i) {
     const nlohmann::json& f = data[i];

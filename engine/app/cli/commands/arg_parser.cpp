@@ -57,7 +57,16 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
     const bool path = flag->metavar == "DIR" || flag->metavar == "FILE" || flag->metavar.ends_with("PATH");
     if (path && inline_value.empty()) {
       // An empty name (--tokens "$UNSET") was read as a file named "", whose error named nothing.
-      throw_input_error("zerotrain {}: --{} is empty: it needs a {}", command_, flag->name, flag->metavar);
+      // "latest|PATH" said as "latest or a PATH".
+      std::string needs;
+      for (std::size_t start = 0; start <= flag->metavar.size();) {
+        const std::size_t bar = std::min(flag->metavar.find('|', start), flag->metavar.size());
+        const std::string part = flag->metavar.substr(start, bar - start);
+        const bool placeholder = !part.empty() && std::isupper(static_cast<unsigned char>(part[0]));
+        needs += (needs.empty() ? "" : " or ") + std::string(placeholder ? "a " : "") + part;
+        start = bar + 1;
+      }
+      throw_input_error("zerotrain {}: --{} is empty (an unset variable?): it needs {}", command_, flag->name, needs);
     }
     if (path) {
       std::optional<std::string> expanded = expand_home(inline_value);

@@ -51,12 +51,15 @@ std::string resolve(const std::string& path, ckpt::Validation validation) {
 // An HF export writes config.json: into a training run's directory it would replace the run's own,
 // which --resume, sample --run and eval --run read. Refused before anything is read or written.
 void refuse_run_directory(const std::string& out) {
-  // A run's as weights_at tells one (metrics.jsonl, final.safetensors, a config.json with a "model"
-  // section, which an HF config has not; its config.json read as any input, a FIFO there refused,
-  // not waited on), or a live run's before its first record.
+  // A run's files (a live run's lock before its first record), or a config.json with a "model"
+  // section, which an HF config has not: weights_at reads it, as any input, never waiting on a
+  // FIFO (a config.json that is none is refused by the export's own check).
+  const std::filesystem::path dir(out);
   std::error_code ec;
-  if (weights_at(out) == WeightsAt::kRunDirectory ||
-      std::filesystem::exists(std::filesystem::path(out) / "RUN_LOCK", ec)) {
+  const bool run_files = std::filesystem::exists(dir / "metrics.jsonl", ec) ||
+                         std::filesystem::exists(dir / "final.safetensors", ec) ||
+                         std::filesystem::exists(dir / "RUN_LOCK", ec);
+  if (run_files || weights_at(out) == WeightsAt::kRunDirectory) {
     throw_input_error(
         "zerotrain ckpt export: --out {} is a training run's directory (its config.json is the run's, which "
         "--resume and sample/eval --run read); export to another folder, e.g. --out {}",
@@ -258,11 +261,7 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
     throw_input_error("zerotrain ckpt export: --format must be hf or llmc (got '{}')", format);
   }
   const DType dtype = export_dtype(parser);
-  const std::string out = parser.get("out");
-  if (out.empty()) {  // "cannot access '': Invalid argument" named no flag
-    throw_input_error("zerotrain ckpt export: --out is empty: name the {} to write",
-                      format == "hf" ? "folder" : "file");
-  }
+  const std::string out = parser.get("out");                     // never empty (ArgParser refuses an empty path)
   if (format == "llmc" && std::filesystem::is_directory(out)) {  // before any tensor is read or written
     throw_input_error("zerotrain ckpt export: --out {} is a directory; llm.c's model is one file (e.g. --out {})", out,
                       (std::filesystem::path(out) / "model.bin").string());

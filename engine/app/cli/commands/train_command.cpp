@@ -149,13 +149,9 @@ int train_main(const std::vector<std::string>& args) {
   MemoryTracker tracker;
   CommOptions comm_options;
   std::unique_ptr<Communicator> comm = make_communicator(tracker, comm_options);
-  const std::string run_dir = parser.has("run-dir") ? parser.get("run-dir") : "";
-  if (parser.has("run-dir") && run_dir.empty()) {  // not a silent fall-back to log.run_dir
-    throw_input_error("zerotrain train: --run-dir is empty (name a directory, or leave the flag out for log.run_dir)");
-  }
+  const std::string run_dir = parser.has("run-dir") ? parser.get("run-dir") : "";  // never empty (ArgParser)
   SavedModelKeys resumed_model;  // a resumed run needs no train.init_from: its checkpoint has the weights
   if (parser.has("resume")) {
-    if (parser.get("resume").empty()) throw_input_error("--resume needs 'latest' or a checkpoint path");
     resumed_model = [&](const RunConfig& c) {
       return resumed_model_keys(parser.get("resume"),
                                 c.checkpoint.folder_for(run_dir.empty() ? c.log.run_dir : run_dir));

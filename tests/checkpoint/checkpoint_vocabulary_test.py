@@ -6,6 +6,7 @@ superseded/):
   * `ckpt export --format hf` and `sample --ckpt` of the earlier run's checkpoint read the
     vocabulary it recorded (its prepared dataset's vocab.json, still there), said in a note (they
     took the later run's: a 41-token tokenizer for a model of Shakespeare's 65 characters, exit 0);
+  * a checkpoint from before splits were recorded finds its vocab.json among its files by name;
   * with that file gone, both are refused in one line naming it, nothing written;
   * a checkpoint of the embedded text, whose run directory now holds a prepared dataset's
     vocabulary, is refused (nothing was recorded to find its own with); `sample --vocab` names one;
@@ -24,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -76,6 +78,24 @@ def main():
     checks.check(latest.returncode == 0 and tokens_of(os.path.join(work, "export_latest")) < 65 and
                  "vocabulary is" not in latest.stderr,
                  f"the later run's checkpoint reads the directory's copy, no note ({latest.stderr.strip()[-200:]})")
+    # A checkpoint from before splits were recorded (an earlier build's identity: its files without
+    # "split"): its vocab.json is found among them by name (it was refused as recording none).
+    older = os.path.join(work, "older_identity")
+    shutil.copytree(first, older)
+    older_aside = os.path.join(older, "checkpoints", "superseded", "step_00000003")
+    with open(os.path.join(older_aside, "manifest.json")) as f:
+        manifest = json.load(f)
+    for entry in manifest["extra"]["data_identity"]:
+        entry.pop("split", None)
+    manifest.pop("manifest_crc32")
+    manifest["manifest_crc32"] = zlib.crc32(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False).encode())
+    with open(os.path.join(older_aside, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    out_older = os.path.join(work, "export_older")
+    p = run("ckpt", "export", older_aside, "--format", "hf", "--out", out_older)
+    checks.check(p.returncode == 0 and tokens_of(out_older) == 65 and f"vocabulary is {dataset}/vocab.json" in p.stderr,
+                 f"a set-aside checkpoint of an identity without splits exports with its own vocabulary "
+                 f"({p.stderr.strip()[-300:]})")
     os.rename(os.path.join(dataset, "vocab.json"), os.path.join(work, "vocab.json.away"))
     gone = run("ckpt", "export", aside, "--format", "hf", "--out", os.path.join(work, "export_gone"))
     checks.check(gone.returncode == 2 and len(lines(gone)) == 1 and f"{dataset}/vocab.json" in lines(gone)[0] and

@@ -5,7 +5,8 @@
     run (its tokenizer.json numbered another model's 41 tokens, and the note said the folder had
     none): the export records in its safetensors metadata the tokenizer files it wrote, and the
     next export removes those it does not write again;
-  * a tokenizer.json no export recorded (the user's, after the note asked for one) stays, said;
+  * a tokenizer.json no export recorded (the user's, after the note asked for one) stays, said, and
+    an export that would write one over it is refused;
   * staging files an export killed before its renames left (model-00001-of-00006.safetensors.tmp)
     go with the next export into the folder; a .tmp of another name stays;
   * --out "" is refused naming the flag (it said "cannot access '': Invalid argument").
@@ -75,6 +76,14 @@ def main():
     checks.check(third.returncode == 0 and os.path.exists(os.path.join(out, "tokenizer.json")) and
                  "tokenizer.json is not this export's (yours, or an older export's), kept" in third.stderr,
                  f"a tokenizer.json no export wrote stays, said ({third.stderr.strip()[-300:]})")
+    # ... and an export that writes a tokenizer.json of its own over it is refused, the user's file
+    # as it was (beside an export from before exports wrote tokenizers, it was replaced unsaid).
+    over = run("ckpt", "export", chars, "--format", "hf", "--out", out)
+    with open(os.path.join(out, "tokenizer.json")) as f:
+        kept_text = f.read()
+    checks.check(over.returncode == 2 and "a tokenizer that no export wrote (tokenizer.json)" in over.stderr and
+                 kept_text == "{}", f"an export writing over a tokenizer.json no export wrote: refused, the file kept "
+                 f"({over.stderr.strip()[-300:]})")
 
     for name in ("model-00001-of-00006.safetensors.tmp", "tokenizer.json.tmp", "notes.tmp"):
         with open(os.path.join(out, name), "wb") as f:

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "engine/app/data/special_tokens.h"
 #include "engine/app/data/token_file.h"
 #include "engine/app/data/token_text.h"
@@ -188,9 +190,21 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
     }
     return false;
   };
+  // Beside an earlier export, one this export would write over that no export recorded writing is
+  // the user's too (put beside an export from before exports wrote tokenizers: an upgrade trial's
+  // was replaced in silence); those this export does not write stay, and are named.
+  const std::vector<std::string> recorded =
+      earlier_export ? earlier_export_tokenizer_files(out_dir) : std::vector<std::string>{};
+  auto writes = [&](const char* f) {
+    return std::any_of(tokenizer.files.begin(), tokenizer.files.end(),
+                       [&](const auto& file) { return file.first == f; });
+  };
   for (const char* f : data::kTokenizerFiles) {
-    if (why.empty() && !earlier_export && fs::exists(fs::path(out_dir) / f, ec) && !ours(f)) {
-      why = fmt::format("a tokenizer that no export wrote ({})", f);
+    const bool unrecorded = std::find(recorded.begin(), recorded.end(), f) == recorded.end();
+    if (why.empty() && fs::exists(fs::path(out_dir) / f, ec) && !ours(f) &&
+        (!earlier_export || (writes(f) && unrecorded))) {
+      why = fmt::format("a tokenizer that no export wrote ({}{})", f,
+                        earlier_export ? ": move it away to export here" : "");
     }
   }
   if (!why.empty()) {

@@ -72,10 +72,14 @@ std::string checkpoint_text_dir(const std::string& run_dir, const std::string& c
   std::vector<nlohmann::json> recorded;
   if (data_identity.is_array()) {
     for (const nlohmann::json& f : data_identity) {
-      if (f.is_object() && f.value("split", "") == kVocabSplit && f.value("bytes", std::int64_t{-1}) >= 0 &&
-          f.contains("fingerprint")) {
-        recorded.push_back(f);
-      }
+      if (!f.is_object() || f.value("bytes", std::int64_t{-1}) < 0 || !f.contains("fingerprint")) continue;
+      // An identity from before splits were recorded lists the vocabulary among its files: known
+      // by the names the readers take (an upgrade trial's set-aside checkpoint was refused as one
+      // with "no vocabulary file recorded", its dataset's vocab.json unchanged beside it).
+      const std::string name = fs::path(f.value("path", "")).filename().string();
+      const bool vocabulary =
+          f.contains("split") ? f.value("split", "") == kVocabSplit : name == "vocab.json" || name == "tokenizer.json";
+      if (vocabulary) recorded.push_back(f);
     }
   }
   if (recorded.empty()) {

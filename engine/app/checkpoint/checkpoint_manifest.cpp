@@ -157,7 +157,10 @@ Manifest Manifest::from_text(const std::string& text, const std::string& source)
   // seal, before any field is read: a hand edit is said as one, not as the field it broke.
   checked_format_version(plain, source);
   if (!doc.contains("manifest_crc32")) {
-    throw_input_error("{}: no manifest_crc32 (written before manifests were sealed, or edited)", source);
+    throw_input_error(
+        "{}: no manifest_crc32 (written before manifests were sealed, or edited): resume or export it with the build "
+        "that wrote it (its extra.written_by)",
+        source);
   }
   // A value no crc32 is (a string, a negative or one past 32 bits, which was cut to its low bits
   // and could then match) is an edit, not an older manifest.

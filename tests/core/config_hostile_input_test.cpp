@@ -53,7 +53,11 @@ TEST(ConfigHostileInput, LongValuesAreCutWithTheirSize) {
 
 TEST(ConfigHostileInput, NumbersPastTheirTypeAreRefusedWithTheirValue) {
   const std::string msg = error_of([] { parse_config_json("{\"train\": {\"micro_batch\": 1e999}}", "huge.json"); });
-  EXPECT_EQ(msg, "config error in huge.json: number overflow parsing '1e999'");
+  EXPECT_EQ(msg, "config error in huge.json: number overflow parsing '1e999' at line 1, column 27");
+  // Found outside strings: "x1e999" holds its text first.
+  const std::string later = error_of(
+      [] { parse_config_json("{\"log\": {\"run_dir\": \"x1e999\"}, \"train\": {\"micro_batch\": 1e999}}", "h.json"); });
+  EXPECT_EQ(later, "config error in h.json: number overflow parsing '1e999' at line 1, column 57");
   nlohmann::json doc = base();
   doc["train"] = {{"micro_batch", 18446744073709551615ULL}};  // read as a long long: -1
   expect_error(doc, {"train.micro_batch' = 18446744073709551615 is out of range"});

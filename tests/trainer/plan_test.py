@@ -103,7 +103,8 @@ def main():
     predicted = subprocess.run([binary, "memory", "--config", config, "--ranks", "2", "--json"], capture_output=True,
                                text=True, timeout=120)
     need = [s["required"] for s in json.loads(predicted.stdout)["stages"]] if predicted.returncode == 0 else [0] * 4
-    if check(need[1] < need[2] < need[3], f"test setup: stage 2 needs more than stage 1, stage 3 more still ({need})"):
+    if check(need[1] < need[0] and need[1] < need[2] < need[3],
+             f"test setup: stage 0 needs more than stage 1, stage 2 more than stage 1, stage 3 more still ({need})"):
         # ... and at stage 0, where every higher stage needs less but none fits: "raise zero.stage".
         for stage, offer, said, unsaid in ((2, (need[1] + need[2]) // 2, "set zero.stage = 1 (it needs",
                                             "raise zero.stage"),

@@ -158,8 +158,8 @@ Manifest Manifest::from_text(const std::string& text, const std::string& source)
   checked_format_version(plain, source);
   if (!doc.contains("manifest_crc32")) {
     throw_input_error(
-        "{}: no manifest_crc32 (written before manifests were sealed, or edited): resume or export it with the build "
-        "that wrote it (its extra.written_by)",
+        "{}: no manifest_crc32 (written before manifests were sealed, 2026-11-25: resume or export it with the build "
+        "that wrote it; or edited: restore the original)",
         source);
   }
   // A value no crc32 is (a string, a negative or one past 32 bits, which was cut to its low bits

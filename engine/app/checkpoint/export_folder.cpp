@@ -191,8 +191,8 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
     return false;
   };
   // Beside an earlier export, one this export would write over that no export recorded writing is
-  // the user's too (put beside an export from before exports wrote tokenizers: an upgrade trial's
-  // was replaced in silence); those this export does not write stay, and are named.
+  // the user's, or an export's from before exports recorded them (c5ff5dc): an upgrade trial's was
+  // replaced in silence. Those this export does not write stay, and are named.
   const std::vector<std::string> recorded =
       earlier_export ? earlier_export_tokenizer_files(out_dir) : std::vector<std::string>{};
   auto writes = [&](const char* f) {
@@ -201,10 +201,14 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
   };
   for (const char* f : data::kTokenizerFiles) {
     const bool unrecorded = std::find(recorded.begin(), recorded.end(), f) == recorded.end();
-    if (why.empty() && fs::exists(fs::path(out_dir) / f, ec) && !ours(f) &&
-        (!earlier_export || (writes(f) && unrecorded))) {
-      why = fmt::format("a tokenizer that no export wrote ({}{})", f,
-                        earlier_export ? ": move it away to export here" : "");
+    if (why.empty() && fs::exists(fs::path(out_dir) / f, ec) && !ours(f) && !earlier_export) {
+      why = fmt::format("a tokenizer that no export wrote ({})", f);
+    }
+    if (fs::exists(fs::path(out_dir) / f, ec) && !ours(f) && earlier_export && writes(f) && unrecorded) {
+      throw_input_error(
+          "--out {} holds a {} no export recorded writing (yours, or an export's from before exports recorded "
+          "them), which this export would replace with the run's: move it away to export here",
+          out_dir, f);
     }
   }
   if (!why.empty()) {

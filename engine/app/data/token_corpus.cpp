@@ -64,9 +64,11 @@ std::vector<std::string> expand_pattern(const std::string& pattern, const std::s
     return {pattern};
   }
   if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty())) {
-    // A list meant and broken (["a.bin",]) is read as one pattern: its JSON's fault said too.
-    throw_input_error("{}: pattern '{}' matches no file{}", key, pattern,
-                      pattern.starts_with('[') ? json_word_hint(pattern) : "");
+    // A list meant and broken (["a.bin",]) is read as one pattern: its JSON's fault said too (not
+    // of a glob such as "[0-9]*.bin", which holds no quote).
+    throw_input_error(
+        "{}: pattern '{}' matches no file{}", key, pattern,
+        pattern.starts_with('[') && pattern.find('"') != std::string::npos ? json_word_hint(pattern) : "");
   }
   if (rc != 0) {
     // The folder before the first wildcard: a typo there is the usual cause, and says which.

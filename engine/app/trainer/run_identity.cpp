@@ -473,7 +473,13 @@ std::vector<std::string> validation_data_changes(const nlohmann::json& saved, co
     const auto name_of = [](const nlohmann::json& e) {
       return std::filesystem::path(e["path"].get<std::string>()).filename();
     };
+    // By path; else (moved) by name and contents, so that a training shard of the same name
+    // (train/000000.bin beside val/000000.bin) is not taken for it; else by name (changed too).
     auto it = std::find_if(saved.begin(), saved.end(), [&](const nlohmann::json& s) { return s["path"] == f["path"]; });
+    if (it == saved.end()) {
+      it = std::find_if(saved.begin(), saved.end(),
+                        [&](const nlohmann::json& s) { return name_of(s) == name_of(f) && same_contents(s, f); });
+    }
     if (it == saved.end()) {
       it = std::find_if(saved.begin(), saved.end(), [&](const nlohmann::json& s) { return name_of(s) == name_of(f); });
     }

@@ -21,10 +21,11 @@ namespace {
 // once a level, so a value nested 100000 deep would overflow the stack.
 constexpr int kMaxConfigDepth = 64;
 
-// The first JSON number in `text` (outside strings) past a double's normal range, and its 1-based
-// byte offset; {"", 0} where none is. Too small: the parser reads it as 0 or a subnormal without a
-// word ("lr": 1e-400 trained at an LR of 0); too large (`overflow` set): the parser refuses it,
-// but names neither its line nor its column, and a search of its text could land in a string.
+// The first JSON number in `text` (outside strings) too small for a double's normal range, or with
+// `overflow` given, the first too large (and *overflow set), and its 1-based byte offset; {"", 0}
+// where none is. Too small: the parser reads it as 0 or a subnormal without a word ("lr": 1e-400
+// trained at an LR of 0); too large: the parser refuses it, but names neither its line nor its
+// column, and a search of its text could land in a string.
 std::pair<std::string, std::size_t> first_number_out_of_range(std::string_view text, bool* overflow = nullptr) {
   bool in_string = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -46,7 +47,7 @@ std::pair<std::string, std::size_t> first_number_out_of_range(std::string_view t
     errno = 0;
     const double value = std::strtod(number.c_str(), nullptr);
     const bool nonzero_digits = number.find_first_of("123456789") < number.find_first_of("eE");
-    if (nonzero_digits && errno == ERANGE && std::fabs(value) < DBL_MIN) return {number, i + 1};
+    if (overflow == nullptr && nonzero_digits && errno == ERANGE && std::fabs(value) < DBL_MIN) return {number, i + 1};
     if (overflow != nullptr && errno == ERANGE && std::isinf(value)) {
       *overflow = true;
       return {number, i + 1};

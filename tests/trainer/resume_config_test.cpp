@@ -354,6 +354,11 @@ TEST(ResumeData, OnlyTheTrainingFilesAreTheTrajectorys) {
   EXPECT_EQ(validation_data_changes(unsplit, moved_data).size(), 1u) << "paired by its name";
   moved_data[0]["fingerprint"] = 3;
   EXPECT_TRUE(validation_data_changes(unsplit, moved_data).empty()) << "the same contents elsewhere";
+  // Moved, beside a training shard of the same name listed first: paired by contents, not refused.
+  const nlohmann::json same_names =
+      nlohmann::json::array({data_file("d/train/000000.bin", 100, 1), data_file("d/val/000000.bin", 50, 2)});
+  const nlohmann::json moved_val = nlohmann::json::array({data_file("e/val/000000.bin", 50, 2, "val")});
+  EXPECT_TRUE(validation_data_changes(same_names, moved_val).empty());
   nlohmann::json unknown = val_now;
   unknown[0]["path"] = "e/other.bin";
   ASSERT_EQ(validation_data_changes(unsplit, unknown).size(), 1u);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/app/config/run_config.h"
+#include "engine/app/trainer/data_changes.h"
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"

@@ -15,6 +15,7 @@
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
 #include "engine/app/io/output_file.h"
 #include "engine/app/io/pretrained.h"
+#include "engine/app/trainer/data_changes.h"
 #include "engine/app/trainer/earlier_outputs.h"
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/model_setup.h"

@@ -29,6 +29,7 @@
 #include "engine/app/data/token_file.h"
 #include "engine/app/io/input_file.h"
 #include "engine/app/trainer/choice_eval.h"
+#include "engine/app/trainer/data_changes.h"
 #include "engine/app/trainer/data_source.h"
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/run_identity.h"

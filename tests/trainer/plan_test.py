@@ -267,6 +267,11 @@ def main():
         p = plan((lean + least) // 2)
         check(p.returncode == 2 and "--set zero.overlap_comm=false (not searched)"
               in p.stderr and "which fits" in p.stderr, f"a budget fewer buffers fit: named ({p.stderr.strip()})")
+        # ... and the promise holds: planned again with it, something fits that budget.
+        p = plan((lean + least) // 2, "--json", "--set", "zero.overlap_comm=false")
+        rows = json.loads(p.stdout).get("fitting", []) if p.returncode == 0 else []
+        check(rows and all(r["required_bytes"] <= (lean + least) // 2 for r in rows),
+              f"planned again with zero.overlap_comm=false, choices fit ({len(rows)}; {p.stderr.strip()[-200:]})")
     brief = subprocess.run([binary, "memory", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--ranks",
                             "2", "--brief"], capture_output=True, text=True, timeout=120)
     paper = subprocess.run([binary, "memory", "--params", "124e6", "--ranks", "1"], capture_output=True, text=True,

@@ -199,7 +199,7 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
   if (!choices_note.empty()) out.note += (out.note.empty() ? "" : "; ") + choices_note;
   const std::int64_t per_sequence = static_cast<std::int64_t>(base.train.seq_len) * world_size;
   out.smallest_bytes = -1;
-  std::optional<RunConfig> smallest;  // the candidate that needs out.smallest_bytes
+  std::int64_t least_lean = -1;  // the least need with zero.overlap_comm = false, while nothing fits
   std::vector<std::string> checkpointing(std::begin(kCheckpointing), std::end(kCheckpointing));
   if (held.count("train.activation_checkpointing") > 0) {
     checkpointing = {base.train.activation_checkpointing.to_string()};
@@ -272,9 +272,15 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
                   continue;
                 }
                 const std::int64_t bytes = predicted_required_bytes(c, world_size, choices);
-                if (out.smallest_bytes < 0 || bytes < out.smallest_bytes) {
-                  out.smallest_bytes = bytes;
-                  smallest = c;
+                if (out.smallest_bytes < 0 || bytes < out.smallest_bytes) out.smallest_bytes = bytes;
+                // Until something fits: each candidate's need with fewer communication buffers
+                // (zero.overlap_comm = false, which the search does not vary), the least of them
+                // for the refusal to name (a trial's 1.42 MiB need fit 1.3 MiB with overlap off).
+                if (out.fitting.empty() && bytes > budget_bytes && c.zero.overlap_comm) {
+                  RunConfig lean = c;
+                  lean.zero.overlap_comm = false;
+                  const std::int64_t lean_bytes = predicted_required_bytes(lean, world_size, choices);
+                  if (least_lean < 0 || lean_bytes < least_lean) least_lean = lean_bytes;
                 }
                 if (bytes > budget_bytes) continue;
                 out.fitting.push_back({sets, mb, bytes, estimate_step_time(profile, c, world_size, links)});
@@ -285,13 +291,8 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
       }
     }
   }
-  // Nothing fits: what the least-needing candidate holds with fewer communication buffers (a trial's
-  // need of 1.42 MiB fit 1.3 MiB with overlap_comm off), for the refusal to name.
-  if (out.fitting.empty() && smallest) {
-    RunConfig lean = *smallest;
-    lean.zero.overlap_comm = false;
-    const std::int64_t bytes = predicted_required_bytes(lean, world_size, choices);
-    if (bytes < out.smallest_bytes) out.smallest_bytes_fewer_buffers = bytes;
+  if (out.fitting.empty() && least_lean >= 0 && least_lean < out.smallest_bytes) {
+    out.smallest_bytes_fewer_buffers = least_lean;
   }
   // Fastest first (times within 1e-9 of each other are equal: the same work summed in another
   // order); among equals the larger micro-batch, then the one needing less memory.

@@ -31,9 +31,9 @@ struct PlanResult {
   int invalid = 0;                  // refused by the config's own rules (e.g. selective beside GELU epilogues)
   std::string first_refusal;        // the first of those refusals' messages
   std::int64_t smallest_bytes = 0;  // the least memory any candidate needs (when none fits)
-  // That candidate's need with fewer communication buffers (zero.overlap_comm = false: every
-  // collective waited at once, nothing in flight), a key the search leaves as the config sets it;
-  // -1 where that is no less (or something fits).
+  // The least any candidate needs with fewer communication buffers (zero.overlap_comm = false:
+  // every collective waited at once, nothing in flight), a key the search leaves as the config
+  // sets it; -1 where that is no less (or something fits).
   std::int64_t smallest_bytes_fewer_buffers = -1;
   std::int64_t global_batch_tokens = 0;
   Device device = Device::kCPU;  // the config's

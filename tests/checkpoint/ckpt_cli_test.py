@@ -327,6 +327,14 @@ def main():
     checks.check(r.returncode == 2 and len(lines) == 1 and "training run's directory" in lines[0] and kept and
                  sorted(os.listdir(run_dir)) == ["config.json", "metrics.jsonl"],
                  f"export hf into a run directory: exit 2, one line, its config.json kept ({r.stderr.strip()})")
+    # ... also one whose checkpoints are its directory itself (checkpoint.dir = the run directory:
+    # a `latest` beside metrics.jsonl), which weights_at calls a checkpoint folder.
+    with open(os.path.join(run_dir, "latest"), "w") as f:
+        f.write("step_00000003\n")
+    r = ckpt("export", folder, "--format", "hf", "--out", run_dir)
+    lines = r.stderr.strip().splitlines()
+    checks.check(r.returncode == 2 and len(lines) == 1 and "is a training run's directory" in lines[0],
+                 f"export hf into a run directory holding its own latest: refused as one ({r.stderr.strip()})")
 
     # --out inside the checkpoint it reads (a rank file, the manifest, a folder beside the steps)
     # would write over it; over a file that is no llm.c model it would lose that file.

@@ -16,6 +16,7 @@
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/made_folders.h"
 #include "engine/app/io/output_file.h"
+#include "engine/app/io/weights_location.h"
 #include "engine/base/core/check.h"
 
 namespace zt::data {
@@ -39,14 +40,12 @@ void refuse_others_files(const std::string& out_dir) {
   std::error_code ec;
   // A training run's directory holds a vocab.json of its own (the one its samples and exports
   // decode through), with no token files beside it: not an earlier prepare's.
-  for (const char* name : {"metrics.jsonl", "RUN_LOCK", "checkpoints", "final.safetensors"}) {
-    if (fs::exists(fs::symlink_status(dir / name, ec))) {
-      throw_input_error(
-          "--out {} is a training run's directory (it holds {}): prepare would replace the run's vocab.json, "
-          "through which its samples and exports decode; prepare into a new or empty folder, or over an earlier "
-          "prepare's",
-          out_dir, name);
-    }
+  if (const std::string run_file = run_directory_marker(out_dir); !run_file.empty()) {
+    throw_input_error(
+        "--out {} is a training run's directory (it holds {}): prepare would replace the run's vocab.json, "
+        "through which its samples and exports decode; prepare into a new or empty folder, or over an earlier "
+        "prepare's",
+        out_dir, run_file);
   }
   // A prepare cut between its renames left its token files with no vocab.json (removed before
   // them), its own still under the staging name, and the folder marked incomplete (a retry that

@@ -36,6 +36,14 @@ WeightsAt weights_at(const std::string& path) {
   return WeightsAt::kNothingKnown;
 }
 
+std::string run_directory_marker(const std::string& dir) {
+  for (const char* name : {"metrics.jsonl", "final.safetensors", "RUN_LOCK", "checkpoints"}) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(fs::path(dir) / name, ec))) return name;
+  }
+  return "";
+}
+
 const char* weights_at_name(WeightsAt at) {
   switch (at) {
     case WeightsAt::kRunDirectory: return "a zerotrain run directory";

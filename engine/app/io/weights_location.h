@@ -21,4 +21,10 @@ WeightsAt weights_at(const std::string& path);
 // "a zerotrain checkpoint folder", ...: for messages ("" for kNothingKnown).
 const char* weights_at_name(WeightsAt at);
 
+// The first file or folder of a training run's in `dir` (metrics.jsonl, final.safetensors,
+// RUN_LOCK, checkpoints; a dangling link too), or "" where none is: what the commands that write
+// into a folder (prepare --out, ckpt export --out) refuse, since they would replace the run's own
+// vocab.json or config.json.
+std::string run_directory_marker(const std::string& dir);
+
 }  // namespace zt

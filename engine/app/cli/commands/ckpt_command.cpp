@@ -53,13 +53,9 @@ std::string resolve(const std::string& path, ckpt::Validation validation) {
 void refuse_run_directory(const std::string& out) {
   // A run's files (a live run's lock before its first record), or a config.json with a "model"
   // section, which an HF config has not: weights_at reads it, as any input, never waiting on a
-  // FIFO (a config.json that is none is refused by the export's own check).
-  const std::filesystem::path dir(out);
-  std::error_code ec;
-  const bool run_files = std::filesystem::exists(dir / "metrics.jsonl", ec) ||
-                         std::filesystem::exists(dir / "final.safetensors", ec) ||
-                         std::filesystem::exists(dir / "RUN_LOCK", ec);
-  if (run_files || weights_at(out) == WeightsAt::kRunDirectory) {
+  // FIFO (a config.json that is none is refused by the export's own check). The files first:
+  // weights_at answers "a checkpoint folder" where the run's checkpoints are its directory.
+  if (!run_directory_marker(out).empty() || weights_at(out) == WeightsAt::kRunDirectory) {
     throw_input_error(
         "zerotrain ckpt export: --out {} is a training run's directory (its config.json is the run's, which "
         "--resume and sample/eval --run read); export to another folder, e.g. --out {}",

@@ -200,11 +200,12 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
                        [&](const auto& file) { return file.first == f; });
   };
   for (const char* f : data::kTokenizerFiles) {
-    const bool unrecorded = std::find(recorded.begin(), recorded.end(), f) == recorded.end();
-    if (why.empty() && fs::exists(fs::path(out_dir) / f, ec) && !ours(f) && !earlier_export) {
-      why = fmt::format("a tokenizer that no export wrote ({})", f);
+    if (!fs::exists(fs::path(out_dir) / f, ec) || ours(f)) continue;  // ours reads the file: once
+    if (!earlier_export) {
+      if (why.empty()) why = fmt::format("a tokenizer that no export wrote ({})", f);
+      continue;
     }
-    if (fs::exists(fs::path(out_dir) / f, ec) && !ours(f) && earlier_export && writes(f) && unrecorded) {
+    if (writes(f) && std::find(recorded.begin(), recorded.end(), f) == recorded.end()) {
       throw_input_error(
           "--out {} holds a {} no export recorded writing (yours, or an export's from before exports recorded "
           "them), which this export would replace with the run's: move it away to export here",

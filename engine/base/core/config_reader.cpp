@@ -21,11 +21,9 @@ ConfigReader::ConfigReader(const nlohmann::json& node, std::string file, std::st
     : node_(node), file_(std::move(file)), path_(std::move(path)), overrides_(std::move(overrides)) {
   if (!node_.is_object()) {
     // A section a --set gave as a word: its JSON's fault said where (`--set 'optim={"lr": 0.1,}'`).
+    const std::optional<std::string> set = own_set_value(path_);
+    const std::string hint = set && node_.is_string() ? json_word_hint(*set) : "";
     const auto own = overrides_ != nullptr ? overrides_->find(path_) : OverrideSources::const_iterator{};
-    const std::string hint =
-        overrides_ != nullptr && own != overrides_->end() && own->second.starts_with("--set ") && node_.is_string()
-            ? json_word_hint(own->second.substr(own->second.find('=') + 1))
-            : "";
     throw_input_error("config error in {}: '{}' must be a JSON object{}",
                       overrides_ != nullptr && own != overrides_->end() ? own->second : file_,
                       path_.empty() ? "<root>" : path_, hint);
@@ -98,19 +96,24 @@ void ConfigReader::fail_type(const std::string& key, const char* expected, const
   // A --set value is read as JSON first (--set log.run_dir=2024 is the number 2024): say how to
   // write it as text, in the user's own spelling.
   std::string hint;
-  const auto own = overrides_ != nullptr ? overrides_->find(dotted(key)) : OverrideSources::const_iterator{};
-  const bool own_set = overrides_ != nullptr && own != overrides_->end() && own->second.starts_with("--set ");
-  const std::string text = own_set ? own->second.substr(own->second.find('=') + 1) : "";
-  if (std::string_view(expected).starts_with("a string") && own_set &&
+  const std::optional<std::string> set = own_set_value(dotted(key));
+  if (std::string_view(expected).starts_with("a string") && set &&
       (got.is_number() || got.is_boolean() || got.is_null())) {
     hint =
-        fmt::format(" (a --set value is read as JSON; for the text, quote it: --set '{}=\"{}\"')", dotted(key), text);
-  } else if (own_set && got.is_string()) {
+        fmt::format(" (a --set value is read as JSON; for the text, quote it: --set '{}=\"{}\"')", dotted(key), *set);
+  } else if (set && got.is_string()) {
     // Kept as a word because it is no JSON, where an object, a list or a number was meant.
-    hint = json_word_hint(text);
+    hint = json_word_hint(*set);
   }
   throw_input_error("config error in {}: key '{}' must be {} (got {}){}", source, dotted(key), expected,
                     preview_json(got), hint);
+}
+
+std::optional<std::string> ConfigReader::own_set_value(const std::string& dotted) const {
+  if (overrides_ == nullptr) return std::nullopt;
+  const auto it = overrides_->find(dotted);
+  if (it == overrides_->end() || !it->second.starts_with("--set ")) return std::nullopt;
+  return it->second.substr(it->second.find('=') + 1);
 }
 
 void ConfigReader::fail_range(const std::string& key, const std::string& value, const std::string& min_value,

@@ -95,6 +95,9 @@ class ConfigReader {
   // The --set of `name` (dotted) or of a section around it, or nullptr. overrides_ must be set.
   const std::string* enclosing_override(const std::string& name) const;
   [[noreturn]] void fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const;
+  // The value text of the --set that gave `dotted` itself ("--set optim.lr=1e999": "1e999"), where
+  // one did: the type errors' hints quote it.
+  std::optional<std::string> own_set_value(const std::string& dotted) const;
   [[noreturn]] void fail_range(const std::string& key, const std::string& value, const std::string& min_value,
                                const std::string& max_value) const;
 

@@ -326,6 +326,13 @@ def main():
     rows = [c["sets"] for c in json.loads(accum.stdout)["fitting"]] if accum.returncode == 0 else []
     check(rows and all("train.grad_accum=2" in r and "train.micro_batch=32" in r for r in rows),
           f"a held accumulation plans the micro-batch that splits with it ({accum.stderr.strip()[-300:]})")
+    # Every micro-batch that splits the global batch is searched, not only powers of two: 12
+    # sequences a rank (1536 tokens = 12 x 64 x 2 ranks) run as 1, 2, 3, 4, 6 or 12 at a time.
+    p = plan("1TB", "--json", "--set", "train.global_batch_tokens=1536", "--set", "zero.stage=1")
+    rows = [c["sets"] for c in json.loads(p.stdout)["fitting"]] if p.returncode == 0 else []
+    splits = sorted({(value(r, "train.micro_batch"), value(r, "train.grad_accum")) for r in rows})
+    check(splits == [(1, 12), (2, 6), (3, 4), (4, 3), (6, 2), (12, 1)],
+          f"every micro-batch that splits 12 sequences is searched ({splits}; {p.stderr.strip()[-300:]})")
     # The config derives its global batch (2 x 64 x 8 x 2 ranks = 2048): a held micro-batch or
     # accumulation splits that one, as the search's do (it derived another: a held micro_batch of 4
     # planned 4096 tokens a step, a hyper-parameter changed unsaid).

@@ -93,7 +93,7 @@ std::vector<std::string> without_batch_split(const std::vector<std::string>& set
 
 // The config to plan from, and the micro-batches the search tries (`micro_batches`). As given where
 // it loads at this rank count: a micro-batch or accumulation the user's --set holds is kept, and
-// without either every power of two that splits the global batch is tried. A config written for
+// without either every micro-batch that splits the global batch is tried. A config written for
 // another rank count (its own micro-batch does not split its global batch here) is read with
 // micro_batch 1, as the search sets it anyway (said in `note`), but a held accumulation then takes
 // the micro-batch that splits the global batch with it, and a held micro-batch that cannot is
@@ -113,18 +113,27 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& giv
       sets.push_back(fmt::format("train.global_batch_tokens={}", unheld.train.global_batch_tokens));
     } catch (const BatchSplitError&) {}
   }
-  auto powers_of_two = [&](const RunConfig& c) {
+  // Every divisor of the sequences a rank takes a step, not only powers of two: 12 sequences run
+  // as 3 x 4 or 6 x 2 where 4 x 3 may not fit and 2 x 6 is slower. (A global batch no micro-batch
+  // splits leaves none, and the search says it considered nothing.)
+  auto splitting_micro_batches = [&](const RunConfig& c) {
     const std::int64_t per_sequence = std::int64_t{c.train.seq_len} * world_size;
-    for (std::int64_t mb = 1; mb * per_sequence <= c.train.global_batch_tokens; mb *= 2) {
+    if (c.train.global_batch_tokens % per_sequence != 0) return;
+    const std::int64_t sequences = c.train.global_batch_tokens / per_sequence;
+    std::vector<int> above_root;  // each divisor past sqrt(sequences), largest first
+    for (std::int64_t mb = 1; mb * mb <= sequences; ++mb) {
+      if (sequences % mb != 0) continue;
       micro_batches.push_back(static_cast<int>(mb));
+      if (mb * mb != sequences) above_root.push_back(static_cast<int>(sequences / mb));
     }
+    micro_batches.insert(micro_batches.end(), above_root.rbegin(), above_root.rend());
   };
   try {
     RunConfig c = load_run_config(path, sets, world_size);
     if (held_mb || held_accum) {
       micro_batches = {c.train.micro_batch};
     } else {
-      powers_of_two(c);
+      splitting_micro_batches(c);
     }
     return c;
   } catch (const BatchSplitError& e) {
@@ -164,7 +173,7 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& giv
                              world_size, refused);
   }
   if (!held_accum) {
-    powers_of_two(c);
+    splitting_micro_batches(c);
     return c;
   }
   // The held accumulation: a whole number (a --set value is JSON); anything else is refused below

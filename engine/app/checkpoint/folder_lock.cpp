@@ -11,16 +11,14 @@
 
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/checkpoint/lock_holder.h"
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
@@ -31,155 +29,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
-  return name;
-}
-
-// A lock this code writes is a small regular file: anything else reads as nothing (a FIFO's open
-// waited for a writer for ever; /dev/zero was read until the allocation failed). The constructor
-// refuses such a file by name first. Opened first, without blocking, and then looked at (on NFS an
-// open revalidates the name, where a stat may be answered from a cache).
-std::string read_text(const std::string& path) {
-  constexpr std::size_t kMaxLockBytes = 1 << 16;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return std::string();
-  struct stat st {};
-  std::string text;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    text.resize(kMaxLockBytes);
-    std::size_t got = 0;
-    for (ssize_t n = 0; got < kMaxLockBytes; got += static_cast<std::size_t>(n)) {
-      n = ::read(fd, text.data() + got, kMaxLockBytes - got);
-      if (n < 0 && errno == EINTR) {
-        n = 0;
-        continue;
-      }
-      if (n <= 0) break;
-    }
-    text.resize(got);
-  }
-  ::close(fd);
-  return text;
-}
-
 std::int64_t steady_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// Seconds since the file's last heartbeat (its mtime), or a negative value when it is gone.
-double heartbeat_age(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return -1.0;
-  const auto mtime = std::chrono::system_clock::time_point(std::chrono::seconds(st.st_mtim.tv_sec) +
-                                                           std::chrono::nanoseconds(st.st_mtim.tv_nsec));
-  return std::chrono::duration<double>(std::chrono::system_clock::now() - mtime).count();
-}
-
-// A process's /proc/PID/stat fields after its name (which may hold spaces and parentheses):
-// fields[0] is the state (R, S, T, Z, ...), fields[19] the start time in clock ticks after boot.
-std::vector<std::string> process_stat(pid_t pid) {
-  const std::string stat = read_text(fmt::format("/proc/{}/stat", pid));
-  const std::size_t paren = stat.rfind(')');
-  std::vector<std::string> fields;
-  if (paren == std::string::npos) return fields;
-  std::istringstream rest(stat.substr(paren + 1));
-  for (std::string f; rest >> f;) fields.push_back(f);
-  return fields;
-}
-
-// What identifies this process's life on this machine beside its pid, for a lock to record: its
-// start time in clock ticks after boot (exact, no wall clock), the boot and the pid namespace.
-// Empty strings where /proc does not tell.
-struct ProcessIdentity {
-  std::string start_ticks, boot_id, pid_namespace;
-};
-
-ProcessIdentity own_identity() {
-  ProcessIdentity id;
-  const std::vector<std::string> fields = process_stat(getpid());
-  if (fields.size() > 19) id.start_ticks = fields[19];
-  id.boot_id = read_text("/proc/sys/kernel/random/boot_id");
-  while (!id.boot_id.empty() && id.boot_id.back() == '\n') id.boot_id.pop_back();
-  std::error_code ec;
-  id.pid_namespace = fs::read_symlink("/proc/self/ns/pid", ec).string();
-  return id;
-}
-
-// Whether the holder a lock's JSON names is gone (its lock may be taken over). A fresh heartbeat
-// holds it. Past kStaleSeconds, on this host, in this boot and pid namespace, the pid decides:
-// gone if it no longer runs, is a zombie, or is another process (its start ticks differ: the pid
-// reused); a live holder keeps the lock (stopped by SIGSTOP or a scheduler's suspend, it continues
-// later and would write beside a taker). Anywhere else, and for a lock without the identity, the
-// stale heartbeat alone says gone. A dead pid on this host is gone at once.
-bool holder_gone(const nlohmann::json& holder, double age, const std::string& my_host) {
-  const bool stale = age > FolderLock::kStaleSeconds;
-  if (holder.value("host", "") != my_host) return stale;
-  const ProcessIdentity mine = own_identity();
-  // A lock from before the identity was recorded: its pid taken to be this namespace's, as then.
-  const bool same_space =
-      !holder.contains("boot_id") || (!mine.boot_id.empty() && holder.value("boot_id", "") == mine.boot_id &&
-                                      holder.value("pid_namespace", "") == mine.pid_namespace);
-  const pid_t pid = holder.value("pid", 0);
-  if (same_space && (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH))) return true;
-  const std::vector<std::string> fields = same_space ? process_stat(pid) : std::vector<std::string>{};
-  if (!fields.empty() && fields[0] == "Z") return true;  // killed, not yet reaped: still answers kill(pid, 0)
-  // The pid now another process's (its start ticks differ): the holder is gone, however fresh its
-  // lock's time (it died within the minute and its pid was given again).
-  const std::string recorded = holder.value("start_ticks", "");
-  if (!recorded.empty() && fields.size() > 19 && fields[19] != recorded) return true;
-  if (!stale) return false;
-  return recorded.empty() || fields.size() <= 19;
-}
-
-// Why a live holder's heartbeat stopped, for the refusal: "" while it beats.
-std::string stale_holder_hint(const nlohmann::json& holder, double age) {
-  if (age <= FolderLock::kStaleSeconds) return "";
-  const pid_t pid = holder.value("pid", 0);
-  const std::vector<std::string> fields = process_stat(pid);
-  const bool stopped = !fields.empty() && (fields[0] == "T" || fields[0] == "t");
-  return fmt::format(" (its heartbeat is {:.0f} s old: the process is {}; continue it with kill -CONT {} or end it)",
-                     age, stopped ? "stopped" : "alive but not beating, hung or starved", pid);
-}
-
-// "device:inode" of a folder, "" where it cannot be read: what a lock records of the folder it
-// locks, so that a lock copied with its folder (cp -a of a run directory) is known for a copy.
-std::string folder_identity(const std::string& folder) {
-  struct stat st {};
-  if (::stat(folder.c_str(), &st) != 0) return "";
-  return fmt::format("{}:{}", static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
-}
-
-// Whether a lock names another folder than the one it lies in: copied there with its folder, so
-// no process holds this one (its holder, alive or not, beats another lock). Told on the host and
-// boot that wrote it only: another NFS client numbers the same folder's device otherwise.
-bool lock_of_another_folder(const nlohmann::json& holder, const std::string& folder, const std::string& my_host,
-                            double age) {
-  const ProcessIdentity mine = own_identity();
-  if (!holder.is_object() || !holder.contains("folder") || !holder["folder"].is_string() ||
-      holder["folder"].get<std::string>().empty() || holder.value("host", "") != my_host || mine.boot_id.empty() ||
-      holder.value("boot_id", "") != mine.boot_id || holder.value("pid_namespace", "") != mine.pid_namespace) {
-    return false;
-  }
-  // A copy never beats: one whose time moved within three beats is its holder's own lock (the same
-  // folder mounted twice numbers its device twice; a folder replaced by its copy under a live run).
-  if (age < 3 * FolderLock::heartbeat_seconds()) return false;
-  const std::string here = folder_identity(folder);
-  return !here.empty() && holder["folder"].get<std::string>() != here;
-}
-
-// Who a lock names; a file this code did not write whole (empty after a power loss, not JSON, other
-// fields) says so instead.
-std::string describe(const nlohmann::json& holder) {
-  if (!holder.is_object()) return "nobody readable (the lock file is empty or not JSON)";
-  try {
-    return fmt::format("pid {} on host {} since {} (run directory {})", holder.value("pid", 0),
-                       holder.value("host", "?"), holder.value("started", "?"), holder.value("run_dir", "?"));
-  } catch (const nlohmann::json::exception&) {  // a field of another type than this code writes
-    return "another run (the lock file's fields are not this program's)";
-  }
 }
 
 // Creates `path` holding `text`, failing (false) when it exists: link(2) of a complete file.
@@ -251,11 +103,11 @@ void check_folder_lock_still_held(const std::string& folder) {
 std::string find_shared_lock(const std::string& folder, const std::string& token) {
   // The file opened first: on NFS an open revalidates its name, where a stat of the folder may be
   // answered from a cache made before rank 0 created it.
-  const std::string text = read_text((fs::path(folder) / "LOCK").string());
+  const std::string text = read_lock_text((fs::path(folder) / "LOCK").string());
   std::error_code ec;
   if (text.empty()) return fs::is_directory(folder, ec) ? "no lock file in it" : "no such folder";
   if (text.find(token) != std::string::npos) return "";
-  return "another lock: " + describe(nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false));
+  return "another lock: " + describe_holder(nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false));
 }
 
 bool token_from_this_host(const std::string& token) { return token.starts_with(host_name() + ":"); }
@@ -263,7 +115,7 @@ bool token_from_this_host(const std::string& token) { return token.starts_with(h
 std::string live_holder(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return "";  // none, or no lock this code writes (a FIFO's read would wait)
-  const std::string text = read_text(path);
+  const std::string text = read_lock_text(path);
   if (text.empty()) return "";
   const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
   try {
@@ -271,7 +123,7 @@ std::string live_holder(const std::string& path) {
   } catch (const nlohmann::json::exception&) {  // fields of other types than this code writes: not a run's
     return "";
   }
-  return describe(holder);
+  return describe_holder(holder);
 }
 
 FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, LockedFolder kind) {
@@ -308,20 +160,20 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   }
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (create_exclusive(path_, text_, temp_)) break;
-    const std::string text = read_text(path_);
+    const std::string text = read_lock_text(path_);
     const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
     const double age = heartbeat_age(path_);
     if (age < 0.0) continue;  // released meanwhile: try again
     const bool copy = lock_of_another_folder(holder, folder, host, age);
     if (holder.is_object() && !copy && !holder_gone(holder, age, host)) {
       throw_input_error("{} {} is in use by another run: {}{}; wait for it to end, or give this run another {}", what,
-                        folder, describe(holder), stale_holder_hint(holder, age),
+                        folder, describe_holder(holder), stale_holder_hint(holder, age),
                         run ? "--run-dir" : "checkpoint.dir or --run-dir");
     }
     // Gone (or unreadable: a lock this code never writes). Take it over, one taker at a time.
     if (!create_exclusive(takeover, text_, temp_ + ".takeover")) {
       // A taker that died in it: its pid gone at once (on this host), or its file a minute old.
-      const nlohmann::json taker = nlohmann::json::parse(read_text(takeover), nullptr, false);
+      const nlohmann::json taker = nlohmann::json::parse(read_lock_text(takeover), nullptr, false);
       const double taker_age = heartbeat_age(takeover);
       bool taker_gone = taker_age > kStaleSeconds;
       try {
@@ -332,18 +184,19 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
-    if (read_text(path_) == text) {  // still the lock judged gone
+    if (read_lock_text(path_) == text) {  // still the lock judged gone
       unlink(path_.c_str());
       note_ = copy ? fmt::format("took over the {}'s lock, a copy of another folder's lock ({}) made with the folder",
-                                 what, describe(holder))
-                   : fmt::format("took over the {}'s lock from {}, gone", what, describe(holder));
+                                 what, describe_holder(holder))
+                   : fmt::format("took over the {}'s lock from {}, gone", what, describe_holder(holder));
     }
     unlink(takeover.c_str());
   }
-  if (read_text(path_).find(token_) == std::string::npos) {
-    const nlohmann::json taker = nlohmann::json::parse(read_text(takeover), nullptr, false);
+  if (read_lock_text(path_).find(token_) == std::string::npos) {
+    const nlohmann::json taker = nlohmann::json::parse(read_lock_text(takeover), nullptr, false);
     throw_input_error("{} {}: could not take its lock (another run is taking it over: {}, in {})", what, folder,
-                      taker.is_object() ? describe(taker) : std::string("its file is gone or unreadable"), takeover);
+                      taker.is_object() ? describe_holder(taker) : std::string("its file is gone or unreadable"),
+                      takeover);
   }
   remove_abandoned_staging(path_);
   dir_ = folder;
@@ -424,11 +277,11 @@ std::string FolderLock::lost_to() const {
   }
   // Lost only to a lock file that names another holder: one that cannot be read (gone, a transient
   // error) is not taken to be another run's.
-  const std::string text = read_text(path_);
+  const std::string text = read_lock_text(path_);
   if (text.empty() || text.find(token_) != std::string::npos) return "";
   const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
   if (!holder.is_object() || !holder.value("token", nlohmann::json()).is_string()) return "";
-  const std::string taker = describe(holder);
+  const std::string taker = describe_holder(holder);
   const std::lock_guard<std::mutex> lock(lost_mutex_);
   lost_holder_ = taker;
   return taker;
@@ -454,7 +307,7 @@ FolderLock::~FolderLock() {
   }
   stop_cv_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
-  if (read_text(path_).find(token_) != std::string::npos) unlink(path_.c_str());
+  if (read_lock_text(path_).find(token_) != std::string::npos) unlink(path_.c_str());
 }
 
 }  // namespace zt::ckpt

@@ -13,6 +13,7 @@
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/checkpoint/checkpoint_resolution.h"
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/checkpoint/folder_lock.h"
 #include "tests/checkpoint/checkpoint_test_util.h"

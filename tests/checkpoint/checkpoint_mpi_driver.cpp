@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/app/checkpoint/checkpoint_export.h"
-#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/checkpoint_resolution.h"
 #include "engine/app/config/run_config.h"
 #include "engine/distributed/comm/communicator.h"
 #include "models/model_family.h"

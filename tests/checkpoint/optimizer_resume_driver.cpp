@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/app/checkpoint/checkpoint_export.h"
-#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/checkpoint_resolution.h"
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
 #include "engine/app/config/run_config.h"
 #include "engine/base/core/bf16.h"

@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_manifest.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/checkpoint/checkpoint_resolution.h"
 #include "engine/app/config/config_limits.h"
 #include "engine/app/config/zero_section.h"
 #include "engine/base/core/check.h"

@@ -14,6 +14,7 @@
 #include "engine/app/checkpoint/checkpoint_export.h"
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/checkpoint/checkpoint_resolution.h"
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/io/input_file.h"

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "engine/app/checkpoint/checkpoint_export.h"
-#include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/checkpoint/checkpoint_resolution.h"
 #include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Two zerotrain binaries side by side (A: a baseline build, B: the change) on the same short runs,
-interleaved A B A B ..., so that a change's effect on speed, on the per-op profile and on memory is
-measured in one invocation on one machine. Each case is a training run (its own --set overrides,
-optionally under mpirun); for each binary the table gives the median over repeats of the run's
-median ms/step after the warm-up, B's ratio to A, the op calls per step of the ops named with --ops
+interleaved A B, B A, A B ... (each repeat starts with the other: neither always runs on a rested
+machine), so that a change's effect on speed, on the per-op profile and on memory is measured in one
+invocation on one machine. Each case is a training run (its own --set overrides, optionally under
+mpirun); for each binary the table gives the median over repeats of the run's median ms/step after
+the warm-up, B's ratio to A with the range of each repeat's own B/A (their spread is the noise: an
+A/A run of one binary read 0.46 and 1.33), the op calls per step of the ops named with --ops
 (log.profile_ops) and rank 0's comm_buffers peak, and whether the two binaries' losses are bitwise
-equal. Writes OUT.json and OUT.md.
+equal; a warning where other processes took CPU while it ran. Writes OUT.json (every run's ms/step)
+and OUT.md.
 
 usage: /usr/bin/python3 tools/bench_ab.py --a BASELINE/zerotrain --b build/zerotrain --out docs/results/NAME
            [--config configs/tiny.json] [--steps 12] [--warmup 2] [--repeats 3] [--ops fill_zero,accumulate_into]
@@ -25,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
+from bench_cpu_report import cpu_competition, cpu_counters  # noqa: E402
 from result_paths import OneLineParser, check_out_file, check_program  # noqa: E402
 
 
@@ -100,18 +104,27 @@ def main():
     work = tempfile.mkdtemp(prefix="zt_bench_ab_")
     atexit.register(shutil.rmtree, work, True)  # every run's final weights; the table and JSON are the result
     rows = []
+    started = cpu_counters()
+    order = [("a", "b") if i % 2 == 0 else ("b", "a") for i in range(args.repeats)]
     for case in args.case:
         got = {"a": [], "b": []}
-        for _ in range(args.repeats):
-            for side in ("a", "b"):
+        for sides in order:
+            for side in sides:
                 got[side].append(run(getattr(args, side), case, args, work))
         row = {"case": case["name"], "ranks": case["ranks"], "sets": case["sets"],
                "losses_bitwise_equal": all(x["losses"] == got["a"][0]["losses"] for x in got["a"] + got["b"])}
         for side in ("a", "b"):
             row[side] = {"ms_per_step": statistics.median(r["ms"] for r in got[side]),
+                         "runs_ms_per_step": [r["ms"] for r in got[side]],
                          "comm_buffers_bytes": got[side][0]["comm_buffers"], "calls_per_step": got[side][0]["calls"]}
         row["b_over_a_ms"] = row["b"]["ms_per_step"] / row["a"]["ms_per_step"]
+        row["b_over_a_ms_by_repeat"] = [b["ms"] / a["ms"] for a, b in zip(got["a"], got["b"])]
         rows.append(row)
+    competition = cpu_competition(started)
+    loaded = competition["other_processes_cores"] > 0.2 or competition["steal_cores"] > 0.1
+    warning = (f"warning: other processes used {competition['other_processes_cores']:.2f} cores and the hypervisor "
+               f"stole {competition['steal_cores']:.2f} while this ran: timings are unreliable; rerun on an idle "
+               f"machine") if loaded else ""
     commit = head_commit(short=True) or "unknown"
     # The commit each binary was built from, as it reports it ("+dirty": built with uncommitted changes);
     # the checkout's HEAD (`commit`) need not be either.
@@ -119,16 +132,19 @@ def main():
     result = {"date": datetime.date.today().isoformat(), "checkout_commit": commit, "a": args.a, "b": args.b,
               "a_commit": a_commit, "b_commit": b_commit,
               "config": os.path.relpath(args.config, ROOT), "steps": args.steps, "warmup": args.warmup,
-              "repeats": args.repeats, "machine": f"{os.cpu_count()} cores", "rows": rows}
+              "repeats": args.repeats, "order_by_repeat": [list(sides) for sides in order],
+              "machine": f"{os.cpu_count()} cores", "cpu_competition": competition, "rows": rows}
     ops = " | ".join(f"{op} A/B" for op in args.ops)
-    lines = [f"| case | ranks | A ms/step | B ms/step | B/A | {ops} | comm_buffers A/B | losses equal |",
-             "|---|---:|---:|---:|---:|" + "---|" * len(args.ops) + "---|---|"]
+    lines = [f"| case | ranks | A ms/step | B ms/step | B/A | B/A by repeat | {ops} | comm_buffers A/B | losses equal |",
+             "|---|---:|---:|---:|---:|---:|" + "---|" * len(args.ops) + "---|---|"]
     for r in rows:
         calls = " | ".join(f"{r['a']['calls_per_step'][op]:g} / {r['b']['calls_per_step'][op]:g}" for op in args.ops)
+        by_repeat = r["b_over_a_ms_by_repeat"]
+        spread = f"{min(by_repeat):.3f}-{max(by_repeat):.3f}" if len(by_repeat) > 1 else "one repeat"
         lines.append(f"| {r['case']} | {r['ranks']} | {r['a']['ms_per_step']:.1f} | {r['b']['ms_per_step']:.1f} | "
-                     f"{r['b_over_a_ms']:.3f} | {calls} | {r['a']['comm_buffers_bytes']} / "
+                     f"{r['b_over_a_ms']:.3f} | {spread} | {calls} | {r['a']['comm_buffers_bytes']} / "
                      f"{r['b']['comm_buffers_bytes']} | {'yes' if r['losses_bitwise_equal'] else 'NO'} |")
-    table = "\n".join(lines)
+    table = "\n".join(lines) + (f"\n\n{warning}" if warning else "")
     print(table)
     with open(args.out + ".json", "w") as f:
         json.dump(result, f, indent=1)
@@ -136,7 +152,8 @@ def main():
         f.write(f"# A/B: {os.path.basename(args.out)}\n\n{result['date']}, checkout at {commit}, {result['machine']}; "
                 f"A = {args.a} (built from {a_commit}), B = {args.b} (built from {b_commit}); {result['config']}, "
                 f"{args.steps} steps, median ms/step after "
-                f"{args.warmup}, median of {args.repeats} interleaved runs (`tools/bench_ab.py`).\n\n{table}\n")
+                f"{args.warmup}, median of {args.repeats} interleaved runs, each repeat starting with the other "
+                f"binary (`tools/bench_ab.py`).\n\n{table}\n")
 
 
 if __name__ == "__main__":

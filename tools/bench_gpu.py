@@ -44,7 +44,6 @@ usage: python3 tools/bench_gpu.py [--zerotrain build/zerotrain] [--llmc PATH/tra
 engines: zerotrain-s0 zerotrain-s1 zerotrain-s2 zerotrain-s3 zerotrain-s0-fp32-activations
          zerotrain-s0-flash zerotrain-s0-separate-gelu pytorch pytorch-max-autotune-cudnn llmc
 """
-import argparse
 import datetime
 import json
 import os
@@ -57,7 +56,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from result_paths import check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, default_out  # noqa: E402
 from bench_harness import (Context, add_run_arguments, device_facts, exit_on_sigterm,  # noqa: E402
                            interleave, peak_bf16_flops, print_ratio, print_rows, profile_rows, same_round_ratio,
                            top_ops_lines)
@@ -135,6 +134,12 @@ def ratios_of(rows):
         ratios["stage0_mfu"] = s0["mfu"]
         if s0["mfu"] is None:
             reasons.append("no MFU: the card's peak FLOP/s is not known (--peak-tflops)")
+        elif s0.get("rounds_measured", 0) < TARGET_MIN_ROUNDS:  # judged on stage 0's rounds alone
+            reasons.append(f"stage0_mfu: fewer than {TARGET_MIN_ROUNDS} rounds")
+    # A target whose rows did not both run is not judged: the invocation cannot say it is met.
+    for key in TARGETS:
+        if key != "mfu" and key not in ratios:
+            reasons.append(f"{key}: its rows did not both run")
     ratios["valid_for_targets"] = bool(s0) and not reasons
     if reasons:
         ratios["not_valid_because"] = reasons
@@ -162,7 +167,7 @@ def print_table(args, name, rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser("bench_gpu", description=__doc__.split("\n\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--llmc", default=os.path.join(ROOT, ".gpu_build", "train_gpt2cu"))
     ap.add_argument("--engines", nargs="+", default=DEFAULT_ENGINES)

@@ -126,13 +126,27 @@ def run_group(cmd, timeout, cwd=None):
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+def whole_number_at_least(low):
+    """An argparse type: a whole number no smaller than `low` (--steps 0 ended in a traceback from
+    the median of nothing; --rounds 0 wrote a report marked complete with nothing measured)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low} (got {value})")
+        return value
+    return parse
+
+
 def add_run_arguments(ap, steps=15, warmup=3):
     """The options every GPU benchmark takes: rounds, steps, time limit, output, MFU's peak, and the
     hidden ones its CPU test drives it with (zerotrain's --set values, the PyTorch worker's flags, a
     device name)."""
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=steps)
-    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--rounds", type=whole_number_at_least(1), default=3)
+    ap.add_argument("--steps", type=whole_number_at_least(1), default=steps)
+    ap.add_argument("--warmup", type=whole_number_at_least(0), default=warmup)
     ap.add_argument("--time-limit", type=float, default=None,
                     help="seconds: start another round only where the last one fits (a whole table in a budget)")
     ap.add_argument("--out", default=None)

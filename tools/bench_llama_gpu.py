@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import gpt2_bench_engines  # noqa: E402
 import bench_harness  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from result_paths import check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, default_out  # noqa: E402
 from gpu_state import gpu_state  # noqa: E402
 
 CONFIG = "configs/llama3_2_1b.json"
@@ -83,7 +83,7 @@ def free_gpu_bytes():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser("bench_llama_gpu", description=__doc__.split("\n\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--batch", type=int, default=None, help="micro-batch (default: the largest that fits)")
     ap.add_argument("--seq-len", type=int, default=2048)

@@ -40,7 +40,7 @@ import bench_harness  # noqa: E402
 from gpu_state import gpu_state  # noqa: E402
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from result_paths import check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, default_out  # noqa: E402
 
 
 class TorchRanks:
@@ -133,7 +133,7 @@ def memory_lines(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser("bench_multi_gpu", description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=None, help="GPUs (ranks) to train on (default: every one visible)")
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--mpirun", default=os.environ.get("ZT_SESSION_MPIRUN") or " ".join(MPIRUN),

@@ -1,6 +1,7 @@
 """Smoke test of tools/bench_ab.py: the same real zerotrain as A and B on a tiny 1-rank run gives
 a row whose op counts and comm_buffers agree, whose losses are bitwise equal and whose B/A is the
-ratio of the two medians; the JSON and markdown files are written; each binary's commit is the one it
+ratio of the two medians, beside each repeat's own B/A (the repeats start with A and B in turn); the
+JSON and markdown files are written; each binary's commit is the one it
 reports (`zerotrain version`, "+dirty" included), not its folder's checkout's HEAD. Bad input stops the
 tool before any run with exit 2 and one line naming the flag: a missing binary, an --out that cannot be
 written (it failed with a traceback after all the runs), --warmup >= --steps and --repeats 0 (a
@@ -32,7 +33,7 @@ def main():
     work = tempfile.mkdtemp(prefix="zt_bench_ab_test_")
     out = Path(work) / "ab"
     base = [sys.executable, str(BENCH), "--a", args.zerotrain, "--b", args.zerotrain, "--steps", "4", "--warmup",
-            "1", "--repeats", "1", "--case", CASE]
+            "1", "--repeats", "2", "--case", CASE]
     p = subprocess.run(base + ["--out", str(out)], capture_output=True, text=True, timeout=300)
     failures = []
     if p.returncode != 0:
@@ -48,6 +49,16 @@ def main():
             failures.append("comm_buffers differ for the same binary")
         if abs(row["b_over_a_ms"] - row["b"]["ms_per_step"] / row["a"]["ms_per_step"]) > 1e-12:
             failures.append("B/A is not the ratio of the medians")
+        # Each repeat starts with the other binary; every run's time kept, each repeat's own B/A beside.
+        runs = {side: row[side]["runs_ms_per_step"] for side in ("a", "b")}
+        if result["order_by_repeat"] != [["a", "b"], ["b", "a"]] or any(len(v) != 2 for v in runs.values()):
+            failures.append(f"order {result['order_by_repeat']}, runs {runs}")
+        elif row["b_over_a_ms_by_repeat"] != [b / a for a, b in zip(runs["a"], runs["b"])]:
+            failures.append(f"B/A by repeat {row['b_over_a_ms_by_repeat']} from the runs {runs}")
+        low, high = min(row["b_over_a_ms_by_repeat"]), max(row["b_over_a_ms_by_repeat"])
+        if f"| {low:.3f}-{high:.3f} |" not in out.with_suffix(".md").read_text() or "other_processes_cores" not in \
+                result.get("cpu_competition", {}):
+            failures.append("the table lacks the range of the repeats' B/A, or the JSON the CPU competition")
         if "| tiny | 1 |" not in out.with_suffix(".md").read_text():
             failures.append("the markdown table has no row for the case")
         reported = re.search(r"\(commit (\S+)\)", subprocess.run([args.zerotrain, "version"], capture_output=True,

@@ -186,6 +186,44 @@ def check_interleaving_and_partial_reports(checks):
         bench_gpu.make_engines = real
 
 
+def check_target_validity(checks):
+    """valid_for_targets only where every target can be judged: each target's rows ran, 3 rounds or
+    more (MFU on stage 0's rounds alone: one round said valid where no anchor ran)."""
+    def row(name, tokens_per_s, rounds):
+        return {"name": name, "tokens_per_s": tokens_per_s, "rounds_measured": rounds, "mfu": 0.45,
+                "rounds": [{"round": i, "median_ms": 1e3 / tokens_per_s} for i in range(rounds)]}
+
+    alone = bench_gpu.ratios_of([row("zerotrain-s0", 100.0, 1)])
+    reasons = alone.get("not_valid_because", [])
+    checks.check(alone["valid_for_targets"] is False and "stage0_mfu: fewer than 3 rounds" in reasons and
+                 sum("its rows did not both run" in r for r in reasons) == 3,
+                 f"stage 0 alone, one round: no target judged, each reason said ({reasons})")
+    full = [row("zerotrain-s0", 110.0, 3), row("pytorch", 100.0, 3), row("pytorch-max-autotune-cudnn", 95.0, 3),
+            row("llmc", 105.0, 3), row("zerotrain-s3", 104.0, 3)]
+    every = bench_gpu.ratios_of(full)
+    checks.check(every["valid_for_targets"] is True and "not_valid_because" not in every,
+                 f"every target's rows over 3 rounds: judged ({every.get('not_valid_because')})")
+    no_llmc = bench_gpu.ratios_of([r for r in full if r["name"] != "llmc"])
+    checks.check(no_llmc["valid_for_targets"] is False and no_llmc["not_valid_because"] ==
+                 ["stage0_over_llmc_tokens_per_s: its rows did not both run"],
+                 f"a missing anchor is named ({no_llmc.get('not_valid_because')})")
+    # Counts that measure nothing are refused before any work, naming the flag (--steps 0 was a
+    # traceback; --rounds 0 a report marked complete with nothing measured).
+    for flags, named in ((["--steps", "0"], "--steps"), (["--rounds", "0"], "--rounds"), (["--warmup", "-1"], "--warmup"),
+                         (["--steps", "two"], "--steps")):
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                bench_gpu.main(["--fake-device", "Fake GPU", "--no-profile", *flags])
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        lines = said.getvalue().strip().splitlines()
+        checks.check(code == 2 and len(lines) == 1 and lines[0].startswith("bench_gpu: ") and f"argument {named}:" in
+                     lines[0], f"{' '.join(flags)} refused in one line naming the flag "
+                     f"(exit {code}: {said.getvalue().strip()[-200:]})")
+
+
 def check_time_limit_bounds_a_compile(checks, work):
     """A PyTorch worker that never answers (a max-autotune compile longer than the call, its tuning
     logs on stderr) is stopped at the time limit: its row says so with the log's tail, the engines
@@ -446,6 +484,7 @@ def main():
                          "the summary names the kernels a CUDA run chose by timing")
 
     check_interleaving_and_partial_reports(checks)
+    check_target_validity(checks)
     with tempfile.TemporaryDirectory() as work:
         check_time_limit_bounds_a_compile(checks, work)
         check_real_plumbing(checks, args.zerotrain, work)

@@ -333,6 +333,17 @@ def main():
     splits = sorted({(value(r, "train.micro_batch"), value(r, "train.grad_accum")) for r in rows})
     check(splits == [(1, 12), (2, 6), (3, 4), (4, 3), (6, 2), (12, 1)],
           f"every micro-batch that splits 12 sequences is searched ({splits}; {p.stderr.strip()[-300:]})")
+    # Past 65536 sequences a rank, micro-batch 1's accumulation is out of range: a config whose own
+    # micro-batch does not split the batch is planned from the smallest that does (it was refused,
+    # its hint naming a micro-batch the search would have found). 70005 = 3 x 23335 sequences.
+    p = plan("1TB", "--json", "--set", f"train.global_batch_tokens={70005 * 64 * 2}", "--set", "zero.stage=0",
+             "--set", "train.activation_checkpointing=none", "--set", "train.head_chunks=1",
+             "--set", "train.block_units=1")
+    doc = json.loads(p.stdout) if p.returncode == 0 else {"fitting": []}
+    splits = sorted({value(c["sets"], "train.micro_batch") for c in doc["fitting"]})
+    check(p.returncode == 0 and splits and splits[0] == 3 and all(70005 % mb == 0 for mb in splits) and
+          any("does not load on 2 rank(s)" in n for n in doc.get("notes", [])),
+          f"a batch past 65536 sequences a rank is planned ({splits}; {p.stderr.strip()[-300:]})")
     # The config derives its global batch (2 x 64 x 8 x 2 ranks = 2048): a held micro-batch or
     # accumulation splits that one, as the search's do (it derived another: a held micro_batch of 4
     # planned 4096 tokens a step, a hyper-parameter changed unsaid).

@@ -59,6 +59,18 @@ std::string batch_split_hint(int config_micro_batch, int seq_len, int world_size
   return fmt::format(" (train.micro_batch = {} splits it: grad_accum {})", micro_batch, sequences / micro_batch);
 }
 
+int smallest_splitting_micro_batch(int seq_len, int world_size, std::int64_t global) {
+  const std::int64_t per_sequence = std::int64_t{seq_len} * world_size;
+  if (per_sequence <= 0 || global <= 0 || global % per_sequence != 0) return 0;
+  const std::int64_t sequences = global / per_sequence;  // micro_batch x grad_accum
+  // From the least that keeps grad_accum in range: each divisor from there does.
+  const std::int64_t most = std::min<std::int64_t>(sequences, kMaxConfigDim);
+  for (std::int64_t m = (sequences + kMaxConfigGradAccum - 1) / kMaxConfigGradAccum; m <= most; ++m) {
+    if (sequences % m == 0) return static_cast<int>(m);
+  }
+  return 0;
+}
+
 bool omp_waits_passively() {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   return policy != nullptr && strcasecmp(policy, "passive") == 0;

@@ -28,6 +28,11 @@ void read_optim_section(ConfigReader r, RunConfig& c);
 // accumulation past its largest). For the batch terms' refusals, the config's and plan's.
 std::string batch_split_hint(int config_micro_batch, int seq_len, int world_size, std::int64_t global);
 
+// The smallest micro-batch whose sequences split `global` tokens over seq_len x world_size with a
+// grad_accum in its range (micro-batch 1 where the sequences a rank are few enough), 0 where none
+// does.
+int smallest_splitting_micro_batch(int seq_len, int world_size, std::int64_t global);
+
 // OMP_WAIT_POLICY=passive (read as libgomp reads it, any case): waiting threads sleep rather than
 // spin, so threads past the cores cost little.
 bool omp_waits_passively();

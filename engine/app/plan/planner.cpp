@@ -153,12 +153,15 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& giv
   }
   std::string refused;
   std::vector<std::string> base_sets = without_batch_split(sets);
-  // Micro-batch 1 at the config's global batch, where it gave one: a --set global batch wins over
-  // a grad_accum the file gives too, which would otherwise refuse micro-batch 1 as well.
+  // The smallest micro-batch that splits the config's global batch, where it gave one (1 where the
+  // sequences a rank are 65536 or fewer: past them micro-batch 1's accumulation is out of range,
+  // and the config was refused though the search had choices): a --set global batch wins over a
+  // grad_accum the file gives too, which would otherwise refuse that micro-batch as well.
   RunConfig c = load_run_config_past_batch_split(
       path, base_sets, world_size,
       [](const BatchSplitError& e) {
-        std::vector<std::string> fallback = {"train.micro_batch=1"};
+        const int smallest = smallest_splitting_micro_batch(e.seq_len, e.world_size, e.global_batch_tokens);
+        std::vector<std::string> fallback = {fmt::format("train.micro_batch={}", smallest > 0 ? smallest : 1)};
         if (e.global_batch_tokens > 0) {
           fallback.push_back(fmt::format("train.global_batch_tokens={}", e.global_batch_tokens));
         }

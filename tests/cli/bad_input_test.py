@@ -523,6 +523,21 @@ def main():
           f"\n    stderr: {proc.stderr.strip()[-200:]}")
     if not ok:
         failures.append("sample --vocab larger than the model's")
+    # A log.sample_prompt that data.vocab_file's vocabulary cannot encode: named as that file (it
+    # said "the dataset's vocabulary" of an embedded run, and left the key out of its sources).
+    proc = subprocess.run([binary, "train", "--config", config_file("vf65.json", with_model(vocab_size=65)),
+                           "--run-dir", run_dir + "_prompt", *plain,
+                           "--set", f"data.vocab_file={os.path.join(work, 'ds_A', 'vocab.json')}",
+                           "--set", 'log.sample_prompt="aZ"', "--set", "log.sample_tokens=4"],
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    ok = (proc.returncode == 2 and len(lines) == 1 and "log.sample_prompt cannot be sampled from" in lines[0] and
+          "--set data.vocab_file=" in lines[0] and "(data.vocab_file " in lines[0] and
+          "the dataset's vocabulary" not in lines[0])
+    print(f"{'sample_prompt outside vocab_file':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("sample_prompt outside data.vocab_file")
     # A prompt with a character the run's vocabulary lacks: the error names --prompt.
     proc = subprocess.run([binary, "sample", "--run", run_dir + "_own", "--prompt", "aZ", "--tokens", "1"],
                           capture_output=True, text=True, timeout=120)

@@ -54,7 +54,12 @@ void check_before_training(const RunConfig& c, const data::TokenText& text) {
   // Only what the run will do: a run that samples nothing (log.sample_tokens = 0) never encodes
   // its prompt, so the prompt is not checked.
   if (!text.has() || !c.log.samples()) return;
-  const std::string which = text.is_tokenizer() ? "the run's tokenizer" : "the dataset's vocabulary";
+  // Where the text's tokens come from, named as the user gave it (a data.vocab_file was called
+  // "the dataset's vocabulary" of an embedded run, and its key left out of the sources).
+  const bool own_vocab = !text.is_tokenizer() && !c.data.vocab_file.empty();
+  const std::string which = text.is_tokenizer() ? "the run's tokenizer"
+                            : own_vocab         ? fmt::format("data.vocab_file {}", c.data.vocab_file)
+                                                : std::string("the dataset's vocabulary");
   std::vector<std::int32_t> ids;
   try {
     ids = text.encode_prompt(c.log.sample_prompt);
@@ -62,7 +67,8 @@ void check_before_training(const RunConfig& c, const data::TokenText& text) {
     throw_input_error(
         "config error in {}: log.sample_prompt cannot be sampled from: {} ({}; the run would fail at its first "
         "sample)",
-        c.sources_of({"log.sample_prompt"}), e.what(), which);
+        own_vocab ? c.sources_of({"log.sample_prompt", "data.vocab_file"}) : c.sources_of({"log.sample_prompt"}),
+        e.what(), which);
   }
   for (const std::int32_t id : ids) {
     if (id >= 0 && id < c.model.vocab_size) continue;

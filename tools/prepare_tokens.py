@@ -31,6 +31,8 @@ usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--s
                          [--jsonl-key text] [--eot TOKEN] [--max-document-chars N] [--no-progress]
                          INPUT [INPUT ...]
   INPUT: .txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)
+  A document past --max-document-chars is encoded in pieces cut where its tokens stay the whole's
+  (tools/document_pieces.py).
 """
 import contextlib
 import functools
@@ -41,6 +43,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import document_pieces  # noqa: E402
 import tokenizer_outputs  # noqa: E402
 from result_paths import OneLineParser  # noqa: E402
 from tokenizer_outputs import (Interrupted, Staging, StopSignals, characters_left_out, copy_synced,  # noqa: E402
@@ -55,8 +58,9 @@ fail = functools.partial(tokenizer_outputs.fail, TOOL)
 # The first the tokenizer has: Llama 3's tokenizer has both <|begin_of_text|> and <|end_of_text|>.
 EOT_CANDIDATES = ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>"]
 SHARD_TOKENS = 100_000_000  # --shard-tokens' default: llm.c's fineweb shards
-# A document is encoded whole, at about 220 bytes of memory a character (tokenizers 0.19): one of
-# 45 MB aborted the process in the library ("memory allocation ... failed"), a 100 MB text needed 22 GB.
+# A call encodes its text at about 220 bytes of memory a character (tokenizers 0.19): one of 45 MB
+# aborted the process in the library ("memory allocation ... failed"), a 100 MB text needed 22 GB.
+# A longer document is encoded in pieces (document_pieces.py).
 MAX_DOCUMENT_CHARS = 32_000_000
 
 
@@ -145,8 +149,10 @@ def run(argv, signals):
                     help="the token each document starts with (default: the first of " + ", ".join(EOT_CANDIDATES)
                     + " the tokenizer has)")
     ap.add_argument("--max-document-chars", type=int, default=MAX_DOCUMENT_CHARS,
-                    help="the longest document encoded, in characters: the tokenizers library takes about 220 bytes "
-                    f"of memory a character to encode one (default: {MAX_DOCUMENT_CHARS:,}, about 7 GB)")
+                    help="the most characters encoded at once: a longer document is encoded in pieces, cut where its "
+                    "tokens stay those of the whole (a document with no such cut is refused); the tokenizers "
+                    f"library takes about 220 bytes of memory a character (default: {MAX_DOCUMENT_CHARS:,}, "
+                    "about 7 GB)")
     ap.add_argument("--no-progress", action="store_true",
                     help="no progress bar on stderr (default: a bar, where the tqdm package is installed)")
     ap.add_argument("inputs", nargs="+", metavar="INPUT",
@@ -287,28 +293,32 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
     # llm.c's fineweb.py encodes documents (tiktoken's encode_ordinary).
     tok.encode_special_tokens = True
     for where, text, done in documents(args.inputs, args.jsonl_key):
-        if len(text) > args.max_document_chars:  # the library aborted the process past its memory
+        # Past --max-document-chars a document is encoded a piece at a time (the library aborted
+        # the process past its memory), cut where the tokens stay the whole's (document_pieces).
+        parts = document_pieces.pieces(tok, text, args.max_document_chars)
+        if parts is None:
             fail(f"{where}: a document of {len(text):,} characters, past --max-document-chars "
-                 f"{args.max_document_chars:,}: the tokenizers library takes about 220 bytes of memory a character "
-                 "to encode a document (a .txt input is one), so split it into documents (a JSONL line each) or "
-                 "raise the bound where the memory is there" + left_as_it_was)
-        encoding = tok.encode(text, add_special_tokens=False)
-        count, first = characters_left_out(tok, text, encoding, alone)
-        if count:
-            left_out += count
-            first_left_out = first_left_out or (text[first], where)
-        ids = [eot] + encoding.ids
+                 f"{args.max_document_chars:,}, with no place the tokenizer can cut it without changing its tokens "
+                 "(the tokenizers library takes about 220 bytes of memory a character encoded at once): split it "
+                 "into documents (a JSONL line each) or raise the bound where the memory is there" + left_as_it_was)
         n_docs += 1
-        n_tokens += len(ids)
         n_chars += len(text)
-        at = 0  # a document that overflows the shard continues in the next one, as in llm.c
-        while at < len(ids):  # (an index, not ids[take:]: a long document was copied once a shard)
-            take = min(len(ids) - at, args.shard_tokens - filled)
-            shard[filled:filled + take] = ids[at:at + take]
-            filled += take
-            at += take
-            if filled == args.shard_tokens:
-                flush()
+        for k, part in enumerate(parts):
+            encoding = tok.encode(part, add_special_tokens=False)
+            count, first = characters_left_out(tok, part, encoding, alone)
+            if count:
+                left_out += count
+                first_left_out = first_left_out or (part[first], where)
+            ids = [eot] + encoding.ids if k == 0 else encoding.ids
+            n_tokens += len(ids)
+            at = 0  # a document that overflows the shard continues in the next one, as in llm.c
+            while at < len(ids):  # (an index, not ids[take:]: a long document was copied once a shard)
+                take = min(len(ids) - at, args.shard_tokens - filled)
+                shard[filled:filled + take] = ids[at:at + take]
+                filled += take
+                at += take
+                if filled == args.shard_tokens:
+                    flush()
         if progress is not None:
             progress.update(done - last)
             last = done

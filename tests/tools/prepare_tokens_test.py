@@ -4,6 +4,9 @@
   * a document holding its tokenizer's delimiter as text ("<|endoftext|>") gets one delimiter, at
     its start: its own is encoded as text (llm.c's fineweb.py encodes with encode_ordinary), and its
     tokens decode back to the document;
+  * a document past --max-document-chars is encoded in pieces and its shards are the whole's, byte
+    for byte (a byte-level BPE's and a character vocabulary's); a tokenizer whose tokens cross a
+    space is cut only where they do not, and a document it cannot cut is refused in one line;
   * a set whose globs would take another set's shards (NAME "d" beside "d_val", "data" beside
     "data_train") is refused in one line, every shard kept (preparing "data" after "data_train"
     deleted data_train's); sets whose globs do not overlap live side by side;
@@ -151,6 +154,49 @@ def main():
               f"one delimiter a document, at its start ({len(starts)} for {len(docs)} documents)")
         check([tok.decode(ids, skip_special_tokens=False) for ids in pieces] == docs,
               f"each document's tokens decode to it ({[tok.decode(ids) for ids in pieces]})")
+
+    # A .txt document past --max-document-chars (one call's text: the library aborted the process
+    # on a 45 MB one, and such a document was refused) is encoded in pieces, cut where the tokens
+    # stay the whole's: the shards are those of the document encoded whole, byte for byte.
+    long_txt = os.path.join(work, "long.txt")
+    with open(long_txt, "w") as f:
+        f.write("\n".join(f"{line}  {k}\t{line.upper()}" for k, line in enumerate(CORPUS * 3)) + "\n")
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import document_pieces
+    with open(long_txt) as f:
+        long_text = f.read()
+    cut = document_pieces.pieces(tok, long_text, 60)
+    chars = os.path.join(work, "pieces_chars", "tokenizer.json")
+    os.makedirs(os.path.dirname(chars))
+    character_tokenizer(sorted(set(long_text))).save(chars)
+    for name, tokenizer in (("byte-level BPE", tok_a), ("characters", chars)):
+        whole, pieced = os.path.join(work, f"whole_{name[0]}"), os.path.join(work, f"pieced_{name[0]}")
+        p = prepare(whole, "--name", "doc", "--shard-tokens", "2000", long_txt, tokenizer=tokenizer)
+        q = prepare(pieced, "--name", "doc", "--shard-tokens", "2000", "--max-document-chars", "60", long_txt,
+                    tokenizer=tokenizer)
+        bins = sorted(f for f in os.listdir(whole) if f.endswith(".bin")) if p.returncode == 0 else []
+        same = bins and q.returncode == 0 and bins == sorted(f for f in os.listdir(pieced) if f.endswith(".bin")) and all(
+            open(os.path.join(whole, b), "rb").read() == open(os.path.join(pieced, b), "rb").read() for b in bins)
+        check(same and cut and len(cut) > 50 and "".join(cut) == long_text and
+              all(len(c) <= 60 for c in cut), f"{name}: a document encoded in {len(cut or [])} pieces of 60 "
+              f"characters or fewer gives the whole's shards ({q.stderr.strip()[-200:]})")
+
+    # A tokenizer whose tokens cross a space ("a b" one token, spaces normalised to U+0120): no cut
+    # inside "a b", only before the spaces its merges do not cross; none at all where every space
+    # is inside one (that document is refused).
+    from tokenizers import Tokenizer
+    crossing = Tokenizer.from_str(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "pre_tokenizer": None, "post_processor": None,
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u0120"},
+        "decoder": {"type": "Fuse"}, "added_tokens": [],
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {"a": 0, "\u0120": 1, "b": 2, "a\u0120": 3, "a\u0120b": 4},
+                  "merges": ["a \u0120", "a\u0120 b"]}}))
+    some = document_pieces.pieces(crossing, "a bb " * 20, 12)
+    check(document_pieces.pieces(crossing, "a b" * 20, 10) is None and some and
+          all(piece.startswith(" a") for piece in some[1:]),
+          f"cuts only where the tokenizer's tokens stay the whole's ({some})")
 
     # Sets whose globs overlap, either way round; and two that do not.
     for first, second in (("data_train", "data"), ("d", "d_val")):

@@ -12,14 +12,13 @@
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
+#include "engine/app/cli/commands/config_memory.h"
 #include "engine/app/cli/commands/memory_paper_table.h"
 #include "engine/app/config/config_limits.h"
-#include "engine/app/config/model_section.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/config/zero_section.h"
 #include "engine/app/trainer/memory_check.h"
 #include "engine/app/trainer/run_memory.h"
-#include "engine/app/trainer/store_comm.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/console.h"
 
@@ -27,7 +26,7 @@ namespace zt::cli {
 
 namespace {
 
-constexpr int kStages = 4;
+constexpr int kStages = kPredictedStages;
 
 // Rows of the config table, in the order the memory docs list the categories.
 constexpr MemCategory kRows[] = {MemCategory::kParameters,      MemCategory::kGradients,   MemCategory::kMasterWeights,
@@ -81,120 +80,33 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
   row("total vs stage 0", [&](const StageMemory& m) { return percent(m.total_bytes(), s0.total_bytes()); });
 }
 
-// The config resolved for `ranks`. One written for another rank count, whose global batch does not
-// split over these ranks at its micro-batch, is read at train.grad_accum = 1 (appended to
-// `overrides`), said in `note`: at stages 0-1 a step's bytes per rank follow the micro-batch, not
-// the accumulation; at stages 2-3 an accumulating run holds more (comm_buffers: the reduced
-// gradient shard kept from its second micro-batch on). Any other error stands (a grad_accum of
-// "two" was predicted at 1, and exit 0).
-RunConfig load_for_ranks(const std::string& path, std::vector<std::string>& overrides, int ranks, std::string& note) {
-  std::string refused;
-  // The config's own micro-batch at grad_accum 1, the global batch following (a --set global batch
-  // would otherwise disagree with both).
-  RunConfig c = load_run_config_past_batch_split(
-      path, overrides, ranks,
-      [](const BatchSplitError& e) {
-        // In double: the terms' int64 product can overflow (2^20 x 2^20 x 2^24); past the key's
-        // range it is refused by the retry, and the original error stands.
-        const double tokens = static_cast<double>(e.micro_batch) * e.seq_len * e.world_size;
-        return std::vector<std::string>{"train.grad_accum=1", fmt::format("train.global_batch_tokens={:.0f}", tokens)};
-      },
-      refused);
-  if (!refused.empty()) {
-    note = fmt::format(
-        "the config's batch does not load on {} rank{} ({}); predicted at train.grad_accum = 1: at stages 0-1 a "
-        "step's bytes per rank follow the micro-batch, not the accumulation, but at stages 2-3 a run that "
-        "accumulates holds its reduced gradient shard too (comm_buffers; --set train.grad_accum to predict one), "
-        "and their gradient traffic grows with it",
-        ranks, ranks == 1 ? "" : "s", refused);
-  }
-  return c;
-}
-
 int config_table(const ArgParser& parser, int ranks, bool json) {
-  // The prediction covers every stage, so the run's own stage is set aside. The device stays: it
-  // decides the attention's activations (GPT: flash on CUDA, gpt::activation_dims). Resolved for
-  // the ranks asked about, as the run would be (grad_accum from train.global_batch_tokens).
-  std::vector<std::string> overrides = parser.all("set");
-  std::string note;
   // Before the table; with --json on standard error after the JSON, whose notes hold them too (a
   // config refused after a note printed first gave two lines on stderr, where an error is one).
-  auto print_note = [json](const std::string& line) {
-    if (!line.empty() && !json) fmt::print("note: {}\n", line);
-  };
-  // The config as given (a stage 9 refused), of sizes the prediction counts.
-  check_memory_countable(load_for_ranks(parser.get("config"), overrides, ranks, note));
-  print_note(note);
-  const std::vector<std::string> given = overrides;  // the stage as the config gives it
-  overrides.push_back("zero.stage=0");
-  const RunConfig cfg = load_run_config(parser.get("config"), overrides, ranks);
-  ShardingOptions options;
-  options.deterministic = cfg.train.deterministic;
-  const ModelConfig& mc = cfg.model;                             // the keys every family has
-  const ParamTable table = build_param_table(cfg.model_spec());  // the units the run would have
-  // The store's world: the ranks, or under hybrid sharding one group of them.
-  const int store_ranks = store_comm_choice(cfg, ranks).group_size;
-  const ShardSizes largest = shard_sizes(table.max_unit_numel(), store_ranks);
+  const ConfigMemory m =
+      predict_config_memory(parser.get("config"), parser.all("set"), ranks, [json](const std::string& line) {
+        if (!json) fmt::print("note: {}\n", line);
+      });
+  const RunConfig& cfg = m.cfg;
+  const ParamTable& table = m.table;
+  const ModelConfig& mc = cfg.model;  // the keys every family has
+  const ShardSizes largest = shard_sizes(table.max_unit_numel(), m.store_ranks);
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
   const char* activations = cfg.activation_dtype == DType::kBF16 ? "bf16" : "fp32";
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
-  const std::string attention =
-      describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels);
-
-  // What the memory check (train.check_memory) and `zerotrain plan` weigh, phase by phase
-  // (RequiredMemory), at each stage.
-  std::string choices_note;
-  const std::optional<ChoiceShape> choices = run_choice_shape_or_note(cfg, choices_note);
-  print_note(choices_note);
-  // The stages this config's rules refuse (zero.gather_dtype = "int8" at stage 0, which gathers
-  // nothing): predicted all the same, for the comparison, and marked, as train would refuse them.
-  // Each stage set in the config as given, not by a --set of its own, which the refusal named as the
-  // user's ("... and --set zero.stage=0").
-  std::vector<std::string> refused(kStages);
-  const RunConfig as_given = load_run_config(parser.get("config"), given, ranks);
-  for (int stage = 0; stage < kStages; ++stage) {
-    RunConfig at_stage = as_given;
-    at_stage.zero.stage = stage;
-    try {
-      check_trainable(at_stage);
-    } catch (const InputError& e) {
-      refused[static_cast<std::size_t>(stage)] = e.what();
-      print_note(fmt::format("stage {} (marked *) is refused by this config: {}", stage, e.what()));
-    }
-  }
-  std::vector<RequiredMemory> phases;
-  std::vector<std::int64_t> final_gather_buffers;
-  for (int stage = 0; stage < kStages; ++stage) {
-    RunConfig at_stage = cfg;
-    at_stage.zero.stage = stage;
-    phases.push_back(required_memory(at_stage, ranks, choices));
-    final_gather_buffers.push_back(cfg.log.final_weights ? final_gather_buffer_bytes(at_stage, ranks) : 0);
-  }
-  std::vector<StageMemory> stages;  // a step's prediction at each stage
-  for (const RequiredMemory& r : phases) stages.push_back(r.step);
-  // The other choice of gradient-shard dtype at stages 2-3, so the table shows what each costs.
-  RunConfig other_cfg = cfg;
-  other_cfg.zero.fp32_grad_shards = !cfg.zero.fp32_grad_shards;
-  std::vector<std::int64_t> other_grads;
-  std::vector<StepVolume> volumes;  // elements each rank sends per step
-  for (int stage = 0; stage < kStages; ++stage) {
-    volumes.push_back(predict_run_volume(cfg, stage, ranks));
-    other_grads.push_back(predict_run_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
-  }
-  const RequiredMemory& any_stage = phases.front();  // which phases the run has: the same at every stage
-  // A phase's sum at each stage; 0 where the run has no such phase.
-  auto totals = [&](RequiredMemory::Phase p, bool present) {
-    std::vector<std::int64_t> out;
-    for (const RequiredMemory& r : phases) out.push_back(present ? r.of(p).total_bytes() : 0);
-    return out;
-  };
+  const std::string& attention = m.attention;
+  const std::vector<std::string>& refused = m.refused;
+  const std::vector<StageMemory>& stages = m.stages;
+  const std::vector<StepVolume>& volumes = m.volumes;
+  const std::vector<std::int64_t>& other_grads = m.other_grads;
+  const std::optional<ChoiceShape>& choices = m.choices;
+  const RequiredMemory& any_stage = m.phases.front();  // which phases the run has: the same at every stage
   using Phase = RequiredMemory::Phase;
-  const std::vector<std::int64_t> timed_step_totals = totals(Phase::kTimedStep, any_stage.weighs_timed_step),
-                                  setup_totals = totals(Phase::kSetup, true),
-                                  final_gather_totals = totals(Phase::kFinalGather, any_stage.has_final_gather),
-                                  sample_totals = totals(Phase::kSample, any_stage.weighs_sample);
-  std::vector<std::int64_t> required;
-  for (const RequiredMemory& r : phases) required.push_back(r.bytes());
+  const std::vector<std::int64_t> timed_step_totals = m.totals(Phase::kTimedStep, any_stage.weighs_timed_step),
+                                  setup_totals = m.totals(Phase::kSetup, true),
+                                  final_gather_totals = m.totals(Phase::kFinalGather, any_stage.has_final_gather),
+                                  sample_totals = m.totals(Phase::kSample, any_stage.weighs_sample);
+  const std::vector<std::int64_t> required = m.required();
   const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
   const char* other_grad_dtype = cfg.zero.fp32_grad_shards ? "working" : "fp32";
   const ZeroOptions& z = cfg.zero;
@@ -205,7 +117,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   }
   if (json) {
     nlohmann::json notes = nlohmann::json::array();
-    for (const std::string* line : {&note, &choices_note}) {
+    for (const std::string* line : {&m.batch_note, &m.choices_note}) {
       if (!line->empty()) notes.push_back(*line);
     }
     nlohmann::json out = nlohmann::json::array();
@@ -227,7 +139,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
            {"timed_step_total", timed_step_totals[static_cast<std::size_t>(stage)]},
            {"setup_total", setup_totals[static_cast<std::size_t>(stage)]},
            {"final_gather_total", final_gather_totals[static_cast<std::size_t>(stage)]},
-           {"final_gather_buffer", final_gather_buffers[static_cast<std::size_t>(stage)]},
+           {"final_gather_buffer", m.final_gather_buffers[static_cast<std::size_t>(stage)]},
            {"sample_total", sample_totals[static_cast<std::size_t>(stage)]},
            {"required", required[static_cast<std::size_t>(stage)]},
            {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
@@ -238,7 +150,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
            {"bytes_per_step",
             {{"in_group", volumes[stage].bytes_in_group}, {"across_groups", volumes[stage].bytes_across_groups}}}});
       if (choices) {  // the scorer's peaks by category, and their sum
-        const StageMemory& scorer = phases[static_cast<std::size_t>(stage)].choices;
+        const StageMemory& scorer = m.phases[static_cast<std::size_t>(stage)].choices;
         out.back()["choices_bytes"] = by_category(scorer);
         out.back()["choices_total"] = scorer.total_bytes();
       }
@@ -258,7 +170,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                 {"head_chunks", cfg.train.head_chunks},
                                 {"block_units", cfg.train.block_units},
                                 {"max_unit_numel", table.max_unit_numel()},
-                                {"deterministic_reductions", options.deterministic},
+                                {"deterministic_reductions", m.options.deterministic},
                                 {"zero", cfg.to_json()["zero"]},
                                 {"other_grad_shard_dtype", other_grad_dtype},
                                 {"checkpoint_staging_bytes", predict_checkpoint_staging_bytes(cfg, ranks)},
@@ -293,7 +205,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       z.hybrid(ranks) ? fmt::format("; hybrid: shard groups of {} ranks, {} groups replicating them",
                                     z.shard_group_size, ranks / z.shard_group_size)
                       : "",
-      !options.deterministic   ? ""
+      !m.options.deterministic ? ""
       : z.fold_in_global_order ? "; deterministic: each micro-batch's gradient folded in global order"
                                : "; deterministic reductions");
   // Each cell after a space: a count past 13 digits (a 65B model's elements a step) ran into the next.
@@ -321,7 +233,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   per_stage("set-up peak", setup_totals);
   if (cfg.log.final_weights) per_stage("final gather peak", final_gather_totals);
   if (cfg.log.samples()) per_stage("sample (at most)", sample_totals);
-  if (choices) per_stage("multiple choice peak", totals(Phase::kChoices, true));
+  if (choices) per_stage("multiple choice peak", m.totals(Phase::kChoices, true));
   per_stage("required", required);
   auto elements = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);
@@ -355,7 +267,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       "largest of these{}{}: "
       "what train.check_memory and zerotrain plan weigh.\nThe layout and why each buffer exists: "
       "docs/zero_memory.md. Exact bytes: --json.\n",
-      store_ranks - 1, store_ranks < ranks ? " of each group" : "",
+      m.store_ranks - 1, m.store_ranks < ranks ? " of each group" : "",
       on_cuda ? " largest kernel call = the scratch one CUDA kernel call of the step holds, in workspace (cuDNN's "
                 "workspace and CUB's sort temporaries not predicted);"
               : "",

@@ -12,7 +12,7 @@
 
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/data_changes.h"
-#include "engine/app/trainer/resume.h"
+#include "engine/app/trainer/resume_changes.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
 #include "kernels/compute_backend.h"

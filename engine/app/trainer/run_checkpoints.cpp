@@ -20,6 +20,7 @@
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/app/trainer/resume.h"
+#include "engine/app/trainer/resume_changes.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/app/trainer/start_checks.h"
 #include "engine/distributed/launch/signals.h"

@@ -2,7 +2,6 @@
 #include "engine/base/core/config_reader.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -283,131 +282,6 @@ std::optional<ConfigReader> ConfigReader::optional_section(const std::string& ke
   const nlohmann::json* v = find(key);
   if (v == nullptr || v->is_null()) return std::nullopt;
   return section(key);
-}
-
-namespace {
-
-// Names other trainers give the same things (Hugging Face's learning_rate and batch_size,
-// nanoGPT's max_iters, eval_iters and lr_decay_iters, DeepSpeed's gradient_accumulation_steps and
-// gradient_clipping, a bare "steps"; FSDP's MixedPrecision and DeepSpeed's bf16 section and
-// data_types for the number formats): the keys they stand for here, or none. Asked before the
-// nearest spelling, which guesses (optim.steps is train.max_steps, not optim.eps; nanoGPT's
-// eval_iters counts evaluation batches, not train.eval_every).
-std::vector<const char*> our_names_for(const std::string& key) {
-  static const std::pair<const char*, std::vector<const char*>> kOtherNames[] = {
-      {"learning_rate", {"lr"}},
-      {"batch_size", {"micro_batch"}},
-      {"per_device_batch_size", {"micro_batch"}},
-      {"per_device_train_batch_size", {"micro_batch"}},
-      {"steps", {"max_steps"}},
-      {"num_steps", {"max_steps"}},
-      {"max_iters", {"max_steps"}},
-      {"warmup", {"warmup_steps"}},
-      {"warmup_iters", {"warmup_steps"}},
-      {"weight_decay_rate", {"weight_decay"}},
-      {"gradient_accumulation_steps", {"grad_accum"}},
-      {"gradient_clipping", {"grad_clip"}},
-      {"max_grad_norm", {"grad_clip"}},
-      {"eval_interval", {"eval_every"}},
-      {"eval_iters", {"eval_batches"}},
-      {"lr_decay_iters", {"decay_steps"}},
-      {"min_learning_rate", {"min_lr"}},
-      {"decay_type", {"decay"}},
-      {"lr_scheduler", {"decay"}},
-      {"lr_scheduler_type", {"decay"}},
-      {"betas", {"beta1", "beta2"}},
-      {"gradient_checkpointing", {"activation_checkpointing"}},
-      // Mixed precision: the working formats (fp32 master weights and moments whatever they are),
-      // and the format gradients are added into across micro-batches (FSDP's reduce_dtype,
-      // DeepSpeed's grad_accum_dtype).
-      {"bf16", {"param_dtype", "activations"}},
-      {"mixed_precision", {"param_dtype", "activations"}},
-      {"master_weights", {"param_dtype"}},
-      {"reduce_dtype", {"grad_shard_dtype"}},
-      {"grad_accum_dtype", {"grad_shard_dtype"}},
-      {"data_types", {"grad_shard_dtype"}},
-  };
-  for (const auto& [other, ours] : kOtherNames) {
-    if (key == other) return ours;
-  }
-  return {};
-}
-
-}  // namespace
-
-void ConfigReader::reject_unknown_keys() const {
-  for (auto it = node_.begin(); it != node_.end(); ++it) {
-    if (known_.count(it.key()) != 0) continue;
-    // A key of that very name in another section first (a top-level `lr` is `optim.lr`, not a
-    // misspelt `log`), else the nearest of this section's.
-    std::string hint;
-    if (homes_ != nullptr) {
-      if (const auto home = homes_->find(it.key()); home != homes_->end()) {
-        std::vector<std::string> elsewhere;
-        for (const std::string& h : home->second) {
-          if (h != dotted(it.key())) elsewhere.push_back("'" + h + "'");
-        }
-        if (!elsewhere.empty()) hint = fmt::format(" (did you mean {}?)", fmt::join(elsewhere, " or "));
-      }
-    }
-    // Another trainer's name for a key of this section or another (train.learning_rate is optim.lr).
-    if (hint.empty()) {
-      std::vector<std::string> named;
-      for (const char* ours : our_names_for(it.key())) {
-        if (known_.count(ours) != 0) {
-          named.push_back(fmt::format("'{}'", dotted(ours)));
-        } else if (homes_ != nullptr) {
-          if (const auto home = homes_->find(ours); home != homes_->end() && !home->second.empty()) {
-            named.push_back(fmt::format("'{}'", *home->second.begin()));
-          }
-        }
-      }
-      if (!named.empty()) hint = fmt::format(" (did you mean {}?)", fmt::join(named, " and "));
-    }
-    if (const std::string near = nearest_key(it.key(), known_); hint.empty() && !near.empty()) {
-      hint = " (did you mean '" + dotted(near) + "'?)";
-    }
-    throw_input_error("config error in {}: unknown key '{}'{}", source_of(it.key()), dotted(it.key()), hint);
-  }
-}
-
-std::string nearest_key(const std::string& key, const std::set<std::string>& valid) {
-  // Another trainer's name for a key the section has: what it means, before any spelling's guess.
-  for (const char* ours : our_names_for(key)) {
-    if (valid.count(ours) > 0) return ours;
-  }
-  std::string best;
-  std::size_t best_distance = std::max<std::size_t>(2, key.size() / 3) + 1;
-  for (const std::string& cand : valid) {
-    // Levenshtein distance, one row at a time.
-    std::vector<std::size_t> row(cand.size() + 1);
-    for (std::size_t j = 0; j <= cand.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= key.size(); ++i) {
-      std::size_t diag = row[0];
-      row[0] = i;
-      for (std::size_t j = 1; j <= cand.size(); ++j) {
-        const std::size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (key[i - 1] == cand[j - 1] ? 0 : 1)});
-        diag = up;
-      }
-    }
-    if (row[cand.size()] < best_distance) {
-      best_distance = row[cand.size()];
-      best = cand;
-    }
-  }
-  if (!best.empty()) return best;
-  // A key that is one word of exactly one valid key's ("every" for every_steps): too far from it
-  // by edits, but what it names.
-  std::string holder;
-  for (const std::string& cand : valid) {
-    const bool word =
-        cand.starts_with(key + "_") || cand.ends_with("_" + key) || cand.find("_" + key + "_") != std::string::npos;
-    if (!word) continue;
-    if (!holder.empty()) return "";  // more than one: no guess
-    holder = cand;
-  }
-  return holder;
 }
 
 }  // namespace zt

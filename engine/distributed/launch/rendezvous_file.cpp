@@ -70,6 +70,9 @@ std::string write_and_close(int fd, const std::vector<std::uint8_t>& bytes) {
   return error;
 }
 
+// Renamed into place whole, so a reader never sees part of it; not synced (as ckpt's durable
+// writes are, a layer above this one): the file lives only while the job starts, and a power loss
+// ends that job anyway.
 void write_file_atomically(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where) {
   const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
   std::string error = write_and_close(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), bytes);

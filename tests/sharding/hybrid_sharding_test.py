@@ -2,8 +2,8 @@
 """zero.shard_group_size (hybrid sharding) through the real binary and real ranks on the CPU:
 
   * N = 4 ranks in groups of g = 2, deterministic: ZeRO stages 0-3 bitwise equal to each other
-    (losses, gradient norms, final weights), also with bf16 parameters and no accumulation, and
-    within fp32 rounding of the flat run (g = N);
+    (losses, gradient norms, final weights), also with bf16 parameters and no accumulation (then
+    outside deterministic mode too), and within fp32 rounding of the flat run (g = N);
   * every rank's measured peak per category equals the prediction (the store is g-way; each
     reduction's second hop, across the groups, staged inside its wait), and each step's elements
     sent inside the group and across the groups equal `zerotrain memory --json`'s prediction (also
@@ -85,20 +85,25 @@ def main():
               "N4 g2: final weights bitwise equal across stages 0-3")
     # bf16 gradients without accumulation: stages 0-1 reduce through the fp32 buffer as stages 2-3 do,
     # rounded once after both hops (reduced in their bf16 buffer they were rounded between the hops,
-    # and stages 0-1 differed from stages 2-3 in the last bits); memory still as predicted.
-    bf16 = {}
-    for stage in range(4):
-        sets = (f"zero.stage={stage}", "precision.param_dtype=bf16", "train.max_steps=2")
-        bf16[stage] = train(f"N4_g2_stage{stage}_bf16", 4, "zero.shard_group_size=2", *sets)
-        if bf16[stage]:
-            memory_exact(f"N4_g2_stage{stage}_bf16", bf16[stage], 4, 2, *sets)
-            check("the same bits at every stage on this rank count (hybrid sharding)" in train.last_stdout,
-                  "the banner promises the stages' bits at this rank count only")
-    if all(bf16.values()):
-        w0 = tensors(os.path.join(bf16[0], "final.safetensors"))
-        check(all(curve(train_records(bf16[s])) == curve(train_records(bf16[0])) and
-                  tensors(os.path.join(bf16[s], "final.safetensors")) == w0 for s in range(1, 4)),
-              "N4 g2 bf16, grad_accum 1: stages 0-3 bitwise equal (losses, norms, final weights)")
+    # and stages 0-1 differed from stages 2-3 in the last bits: outside deterministic mode too, a
+    # first gradient norm 7.7e-4 off, though the docs promise the stages' bits at one micro-batch a
+    # step and an fp32 cross-group sum); memory still as predicted.
+    for mode in ("deterministic", "default"):
+        bf16 = {}
+        for stage in range(4):
+            sets = (f"zero.stage={stage}", "precision.param_dtype=bf16", "train.max_steps=2",
+                    f"train.deterministic={'true' if mode == 'deterministic' else 'false'}")
+            bf16[stage] = train(f"N4_g2_stage{stage}_bf16_{mode}", 4, "zero.shard_group_size=2", *sets)
+            if bf16[stage]:
+                memory_exact(f"N4_g2_stage{stage}_bf16_{mode}", bf16[stage], 4, 2, *sets)
+                if mode == "deterministic":
+                    check("the same bits at every stage on this rank count (hybrid sharding)" in train.last_stdout,
+                          "the banner promises the stages' bits at this rank count only")
+        if all(bf16.values()):
+            w0 = tensors(os.path.join(bf16[0], "final.safetensors"))
+            check(all(curve(train_records(bf16[s])) == curve(train_records(bf16[0])) and
+                      tensors(os.path.join(bf16[s], "final.safetensors")) == w0 for s in range(1, 4)),
+                  f"N4 g2 bf16 ({mode} mode), grad_accum 1: stages 0-3 bitwise equal (losses, norms, final weights)")
     flat = train("N4_flat_stage3", 4, "zero.stage=3")
     if flat:
         memory_exact("N4 flat stage 3", flat, 4, 0, "zero.stage=3")

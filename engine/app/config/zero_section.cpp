@@ -149,9 +149,16 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
   // micro-batch as stages 2-3 do (ZeroOptions::reduce_every_micro_batch): through the fp32 buffer
   // both hops land in, rounded once. Reduced in their bf16 gradient buffer, stages 0-1 rounded
   // between the hops, and differed from stages 2-3 in the last bits even at grad_accum 1.
+  // Outside deterministic mode the same holds for bf16 gradients at one micro-batch a step (the
+  // stages' promised equality there, and the exact sum an fp32 cross_group_grad_dtype promises:
+  // rounded between the hops, a 4-rank run's first gradient norm was 7.7e-4 off stages 2-3's);
+  // with accumulation the stages differ within rounding anyway, and reducing each micro-batch
+  // would cost stages 0-1 an exchange per micro-batch.
+  const bool bf16_grads = c.param_dtype != DType::kF32;
   z.fold_in_global_order = c.train.deterministic && !z.hybrid(c.world_size);
   z.reduce_every_micro_batch =
-      c.train.deterministic && z.hybrid(c.world_size) && (c.train.grad_accum > 1 || c.param_dtype != DType::kF32);
+      z.hybrid(c.world_size) &&
+      (c.train.deterministic ? c.train.grad_accum > 1 || bf16_grads : bf16_grads && c.train.grad_accum == 1);
   note_keys_without_effect(c);
 }
 

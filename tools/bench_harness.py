@@ -19,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_state import GpuSampler, gpu_state  # noqa: E402
+from result_paths import whole_number_at_least  # noqa: E402
 
 # MFU's denominator: dense bf16 tensor-core FLOP/s by card, from NVIDIA's data sheets (their
 # "with sparsity" figures halved), matched against nvidia-smi's name in this order: the PCIe and NVL
@@ -124,20 +125,6 @@ def run_group(cmd, timeout, cwd=None):
             stop_tree(proc)
             raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def whole_number_at_least(low):
-    """An argparse type: a whole number no smaller than `low` (--steps 0 ended in a traceback from
-    the median of nothing; --rounds 0 wrote a report marked complete with nothing measured)."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low} (got {value})")
-        return value
-    return parse
 
 
 def add_run_arguments(ap, steps=15, warmup=3):

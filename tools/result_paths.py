@@ -63,6 +63,20 @@ def _refuse(tool, flag, path, why):
     refuse(tool, f"{flag} {path}: {why}")
 
 
+def whole_number_at_least(low):
+    """An argparse type: a whole number no smaller than `low` (--steps 0 ended in a traceback from
+    the median of nothing; --rounds 0 wrote a report marked complete with nothing measured)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low} (got {value})")
+        return value
+    return parse
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with its usage errors in refuse's one line (it printed the usage above them, exit 2)."""
 

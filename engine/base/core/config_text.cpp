@@ -21,12 +21,14 @@ namespace {
 // once a level, so a value nested 100000 deep would overflow the stack.
 constexpr int kMaxConfigDepth = 64;
 
-// The first JSON number in `text` (outside strings) too small for a double's normal range, or with
-// `overflow` given, the first too large (and *overflow set), and its 1-based byte offset; {"", 0}
-// where none is. Too small: the parser reads it as 0 or a subnormal without a word ("lr": 1e-400
-// trained at an LR of 0); too large: the parser refuses it, but names neither its line nor its
-// column, and a search of its text could land in a string.
-std::pair<std::string, std::size_t> first_number_out_of_range(std::string_view text, bool* overflow = nullptr) {
+// Which end of a double's range a number falls past. Below: the parser reads it as 0 or a
+// subnormal without a word ("lr": 1e-400 trained at an LR of 0). Above: the parser refuses it, but
+// names neither its line nor its column, and a search of its text could land in a string.
+enum class PastRange { kBelowNormal, kAboveMax };
+
+// The first JSON number in `text` (outside strings) past `which` end of a double's range, and its
+// 1-based byte offset; {"", 0} where none is.
+std::pair<std::string, std::size_t> first_number_out_of_range(std::string_view text, PastRange which) {
   bool in_string = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -47,11 +49,9 @@ std::pair<std::string, std::size_t> first_number_out_of_range(std::string_view t
     errno = 0;
     const double value = std::strtod(number.c_str(), nullptr);
     const bool nonzero_digits = number.find_first_of("123456789") < number.find_first_of("eE");
-    if (overflow == nullptr && nonzero_digits && errno == ERANGE && std::fabs(value) < DBL_MIN) return {number, i + 1};
-    if (overflow != nullptr && errno == ERANGE && std::isinf(value)) {
-      *overflow = true;
-      return {number, i + 1};
-    }
+    const bool below = nonzero_digits && errno == ERANGE && std::fabs(value) < DBL_MIN;
+    const bool above = errno == ERANGE && std::isinf(value);
+    if (which == PastRange::kBelowNormal ? below : above) return {number, i + 1};
     i += number.size() - 1;
   }
   return {"", 0};
@@ -147,7 +147,7 @@ std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& 
     parsed = false;
   }
   if (parsed) {  // a number, or numbers inside an object or list (--set 'optim={"lr": 1e-400}')
-    if (const auto [number, byte] = first_number_out_of_range(text); byte != 0) {
+    if (const auto [number, byte] = first_number_out_of_range(text, PastRange::kBelowNormal); byte != 0) {
       throw_input_error(
           "--set {}: number underflow parsing '{}' (below the smallest normal double, {:g}; write 0 "
           "where zero is meant)",
@@ -242,14 +242,13 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
     throw_input_error("config error in {}: malformed JSON at {}", source, where_json_stopped(text, e.byte, e.what()));
   } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds
     // The parser names the number but not where it is: the scanner finds it, outside strings.
-    bool overflow = false;
-    const auto [number, byte] = first_number_out_of_range(text, &overflow);
-    if (!overflow) throw_input_error("config error in {}: {}", source, json_error_words(e));
+    const auto [number, byte] = first_number_out_of_range(text, PastRange::kAboveMax);
+    if (byte == 0) throw_input_error("config error in {}: {}", source, json_error_words(e));
     const auto [line, col] = line_and_column(text, byte);
     throw_input_error("config error in {}: number overflow parsing '{}' at line {}, column {}", source, number, line,
                       col);
   }
-  if (const auto [number, byte] = first_number_out_of_range(text); byte != 0) {
+  if (const auto [number, byte] = first_number_out_of_range(text, PastRange::kBelowNormal); byte != 0) {
     const auto [line, col] = line_and_column(text, byte);
     throw_input_error(
         "config error in {}: number underflow parsing '{}' at line {}, column {} (below the smallest "

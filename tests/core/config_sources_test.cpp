@@ -168,7 +168,7 @@ TEST(ConfigSources, DefaultThreadsShareTheNodesCoresAmongItsRanks) {
 
 // Threads given past the node's cores (its ranks' threads together) are warned about, naming the
 // count that fits, unless OMP_WAIT_POLICY=passive makes the waiting threads sleep; CUDA ranks
-// compute on the device, so not there.
+// compute on the device, so not there; nor one thread a rank, whatever the ranks.
 TEST(ConfigSources, ThreadsPastTheCoresAreWarnedAbout) {
   const std::string path = written_base();
   const int cores = omp_get_num_procs();
@@ -183,6 +183,9 @@ TEST(ConfigSources, ThreadsPastTheCoresAreWarnedAbout) {
   const RunConfig cuda = load_run_config(path, {over, "device=cuda"});
   ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   const RunConfig passive = load_run_config(path, {over});
+  ::unsetenv("OMP_WAIT_POLICY");
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(cores + 1).c_str(), 1);  // more ranks than cores
+  const RunConfig one_a_rank = load_run_config(path, {"train.num_threads=1"});
   ::unsetenv("LOCAL_WORLD_SIZE");
   if (kept_policy.empty()) {
     ::unsetenv("OMP_WAIT_POLICY");
@@ -196,10 +199,12 @@ TEST(ConfigSources, ThreadsPastTheCoresAreWarnedAbout) {
                   "threads on its {} cores: OpenMP's spinning waits can make the steps several times slower; leave "
                   "train.num_threads out ({} a rank here) or set OMP_WAIT_POLICY=passive",
                   cores, over, 2 * cores, cores, std::max(1, cores / 2)));
-  EXPECT_TRUE(cores > 1 ? fitting.warnings.empty() : !fitting.warnings.empty());  // 1 core: 2 threads past it
-  EXPECT_TRUE(derived.warnings.empty());                                          // the count it derives fits
+  EXPECT_TRUE(fitting.warnings.empty());
+  EXPECT_TRUE(derived.warnings.empty());  // the count it derives fits
   EXPECT_TRUE(cuda.warnings.empty());
   EXPECT_TRUE(passive.warnings.empty());
+  // One thread a rank has no team whose waits spin, however many ranks share the cores.
+  EXPECT_TRUE(one_a_rank.warnings.empty());
 }
 
 TEST(ConfigSources, DefaultDecayStepsArePrintedAsDerived) {

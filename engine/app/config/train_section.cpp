@@ -230,11 +230,13 @@ void read_train_section(ConfigReader r, RunConfig& c) {
                                           t.num_threads, cores, node_ranks, aside)
                             : fmt::format("train.num_threads = {} (this node's cores{})", t.num_threads, aside));
   } else if (const int cores = omp_get_num_procs(), node_ranks = ranks_on_this_node();
-             c.device == Device::kCPU && t.num_threads * node_ranks > cores && !omp_waits_passively()) {
+             c.device == Device::kCPU && t.num_threads > 1 && t.num_threads * node_ranks > cores &&
+             !omp_waits_passively()) {
     // More threads than cores: OpenMP's waiting threads spin (its default wait policy) on cores
     // another thread needs. configs/tiny.json on 2 ranks of a 2-core machine: 353-406 ms a step at
     // 2 threads a rank against 74 at 1, and 79 at 2 with OMP_WAIT_POLICY=passive
-    // (docs/results/threads_past_cores_cpu.md).
+    // (docs/results/threads_past_cores_cpu.md). One thread a rank has no team to wait (3 ranks on
+    // 2 cores were warned, and told to leave the key out for the 1 they had).
     c.warnings.push_back(fmt::format(
         "train.num_threads = {} ({}) on each of this node's {} rank(s) asks for {} threads on its {} cores: "
         "OpenMP's spinning waits can make the steps several times slower; {} ({} {}here) or set "

@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "engine/base/core/check.h"
+#include "engine/base/device/cublaslt_library.h"
 #include "engine/base/device/cuda_allocator.h"
 #include "engine/base/device/cuda_stream.h"
 #include "engine/base/device/pinned_host_allocator.h"
@@ -66,6 +67,19 @@ std::string cuda_backend_summary() {
   const int n = cuda::device_count();
   return fmt::format("cuda: built; {} device(s) visible{}", n,
                      n > 0 ? ": " + cuda::device_description(0) : " (" + cuda::device_count_error() + ")");
+}
+
+std::string cuda_kernels_identity(int index) {
+  int runtime = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) cudaGetLastError();
+  std::string cublaslt;
+  try {
+    cublaslt = fmt::format("cuBLASLt {}", cuda::cublaslt().get_version());
+  } catch (const std::exception&) {  // the products will refuse to run, saying why
+    cublaslt = "no cuBLASLt";
+  }
+  return fmt::format("{}, CUDA runtime {}, {}, {}", cuda::device_description(index), runtime, cublaslt,
+                     cuda::cudnn_library_version());
 }
 
 void ComputeBackend::open_cuda(int device_index, int num_threads, MemoryTracker& tracker,

@@ -224,6 +224,13 @@ std::string cudnn_attention_unavailable() {
 #endif
 }
 
+std::string cudnn_library_version() {
+#ifdef ZT_HAVE_CUDNN
+  if (library().why_not.empty()) return fmt::format("cuDNN {}", library().version);
+#endif
+  return "no cuDNN";
+}
+
 std::string cudnn_attention_refuses(DType activations, std::int64_t head_size, bool dropout) {
   return cudnn_attention_shape_refuses(activations, head_size, dropout);  // the contract's rule
 }

@@ -20,6 +20,10 @@ namespace zt::cuda {
 // headers, or libcudnn.so.9 that does not load. The library is loaded on the first call.
 std::string cudnn_attention_unavailable();
 
+// "cuDNN 90100" (its backend's version number), or "no cuDNN" where it cannot run here. Loads the
+// library, as cudnn_attention_unavailable does.
+std::string cudnn_library_version();
+
 // Why cuDNN's attention does not take operands of this kind, or "" when it does: BF16 activations,
 // a head size that is a multiple of 8 up to 128, and no dropout on the probabilities (cuDNN would
 // draw its own masks, not the CPU's that every other attention path shares).

@@ -45,7 +45,8 @@ TEST(CublasLtLibrary, AbsentUntilFirstUseThenEveryEntryPointResolved) {
                            reinterpret_cast<const void*>(lt.matmul_preference_set_attribute),
                            reinterpret_cast<const void*>(lt.matmul_algo_get_heuristic),
                            reinterpret_cast<const void*>(lt.matmul_algo_check),
-                           reinterpret_cast<const void*>(lt.matmul_algo_cap_get_attribute)};
+                           reinterpret_cast<const void*>(lt.matmul_algo_cap_get_attribute),
+                           reinterpret_cast<const void*>(lt.get_version)};
   static_assert(sizeof entries == sizeof(CublasLt), "a CublasLt entry point the test does not check");
   for (const void* p : entries) EXPECT_NE(p, nullptr);
   EXPECT_EQ(&cublaslt(), &lt);  // opened once
@@ -53,6 +54,8 @@ TEST(CublasLtLibrary, AbsentUntilFirstUseThenEveryEntryPointResolved) {
   // The library's own functions, callable without a device: status names, and descriptors
   // (host objects) created, set and destroyed.
   EXPECT_STREQ(lt.get_status_name(CUBLAS_STATUS_NOT_SUPPORTED), "CUBLAS_STATUS_NOT_SUPPORTED");
+  // The version a deterministic run records (cuda_kernels_identity): the toolkit's own major.
+  EXPECT_EQ(lt.get_version() / 10000, static_cast<std::size_t>(CUBLAS_VER_MAJOR));
   cublasLtMatrixLayout_t layout = nullptr;
   ASSERT_EQ(lt.matrix_layout_create(&layout, CUDA_R_16BF, 64, 32, 64), CUBLAS_STATUS_SUCCESS);
   const std::int32_t batch = 3;

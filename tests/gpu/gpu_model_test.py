@@ -260,6 +260,18 @@ def main():
             b = tensors(os.path.join(gpu_run, "final.safetensors"))
             check(a.keys() == b.keys() and all(a[k].tobytes() == b[k].tobytes() for k in b),
                   "the resumed CUDA run's final weights are bitwise equal")
+            # What deterministic mode's bits follow on a GPU, recorded for a resume to compare:
+            # the GPU's model, the CUDA runtime's, cuBLASLt's and cuDNN's versions; the same GPU
+            # says nothing on resuming.
+            ckpts = os.path.join(resumed, "checkpoints")
+            step = sorted(d for d in os.listdir(ckpts) if d.startswith("step_"))[0]
+            with open(os.path.join(ckpts, step, "manifest.json")) as f:
+                extra = json.load(f)["extra"]
+            recorded = extra.get("cuda_kernels", "")
+            check("(sm_" in recorded and ", CUDA runtime " in recorded and ", cuBLASLt " in recorded and
+                  "cpu_kernels" not in extra and "not bit for bit" not in second.stdout,
+                  f"a CUDA checkpoint records the GPU and its libraries ({recorded!r}); the same GPU's resume "
+                  "notes nothing")
         # ZeRO stages 1-3 on one GPU take the store's solo path (no collective: the shard is the
         # unit, gradients go straight into it), the same kernels on the same buffers as stage 0:
         # the losses must be stage 0's bit for bit.

@@ -166,15 +166,15 @@ TEST(ResumeTrajectory, DeterministicBitsOnAnotherRankCountAreSaidWhereInt8Gather
   doc["train"] = {{"max_steps", 8}, {"deterministic", true}, {"micro_batch", 2}, {"global_batch_tokens", 128}};
   doc["zero"] = {{"stage", 2}, {"gather_dtype", "int8"}, {"solo_path", false}};
   const nlohmann::json saved = parse_run_config(doc, "t.json").to_json();
-  const std::vector<std::string> int8 = deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json", 2), "");
+  const std::vector<std::string> int8 = deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json", 2), "", "");
   ASSERT_EQ(int8.size(), 1u);
   EXPECT_NE(int8[0].find("ranks: 1 -> 2 (int8 gathers"), std::string::npos) << int8[0];
   nlohmann::json exact = doc;
   exact["zero"] = {{"stage", 2}};
   const nlohmann::json saved_exact = parse_run_config(exact, "t.json").to_json();
-  EXPECT_TRUE(deterministic_bit_changes(saved_exact, 1, parse_run_config(exact, "t.json", 2), "").empty())
+  EXPECT_TRUE(deterministic_bit_changes(saved_exact, 1, parse_run_config(exact, "t.json", 2), "", "").empty())
       << "exact gathers: the same bits at any rank count";
-  EXPECT_TRUE(deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json"), "").empty())
+  EXPECT_TRUE(deterministic_bit_changes(saved, 1, parse_run_config(doc, "t.json"), "", "").empty())
       << "the same rank count";
 }
 
@@ -186,14 +186,15 @@ TEST(ResumeTrajectory, DeterministicBitChangesSayTheirOwnReasons) {
   const nlohmann::json saved = parse_run_config(doc, "t.json").to_json();
   nlohmann::json smaller = doc;
   smaller["train"]["micro_batch"] = 1;
-  const std::vector<std::string> micro = deterministic_bit_changes(saved, 1, parse_run_config(smaller, "t.json"), "");
+  const std::vector<std::string> micro =
+      deterministic_bit_changes(saved, 1, parse_run_config(smaller, "t.json"), "", "");
   ASSERT_EQ(micro.size(), 1u);
   EXPECT_EQ(micro[0],
             "train.micro_batch: 2 -> 1 (the fold adds each micro-batch's gradients: its bits follow the "
             "micro-batch)");
   nlohmann::json off = doc;
   off["train"]["deterministic"] = false;
-  const std::vector<std::string> mode = deterministic_bit_changes(saved, 1, parse_run_config(off, "t.json"), "");
+  const std::vector<std::string> mode = deterministic_bit_changes(saved, 1, parse_run_config(off, "t.json"), "", "");
   ASSERT_EQ(mode.size(), 1u);
   EXPECT_EQ(mode[0], "train.deterministic: true -> false (the modes reduce the gradients in different orders)");
 }
@@ -207,17 +208,45 @@ TEST(ResumeTrajectory, DeterministicBitsOnOtherBlasKernelsAreSaid) {
   doc["train"] = {{"max_steps", 8}, {"deterministic", true}, {"micro_batch", 2}, {"global_batch_tokens", 128}};
   const RunConfig now = parse_run_config(doc, "t.json");
   const nlohmann::json saved = now.to_json();
-  const std::vector<std::string> other = deterministic_bit_changes(saved, 1, now, "Sandybridge (OpenBLAS 0.0)");
+  const std::string here = run_kernels(now);
+  EXPECT_EQ(here, cpu_blas_description().kernels());
+  const std::vector<std::string> other = deterministic_bit_changes(saved, 1, now, "Sandybridge (OpenBLAS 0.0)", here);
   ASSERT_EQ(other.size(), 1u);
-  EXPECT_EQ(other[0], "the BLAS kernels: Sandybridge (OpenBLAS 0.0) -> " + cpu_blas_description().kernels() +
+  EXPECT_EQ(other[0], "the BLAS kernels: Sandybridge (OpenBLAS 0.0) -> " + here +
                           " (each rounds a product's last bits its own way)");
-  EXPECT_TRUE(deterministic_bit_changes(saved, 1, now, cpu_blas_description().kernels()).empty());
-  EXPECT_TRUE(deterministic_bit_changes(saved, 1, now, "").empty()) << "a checkpoint recording no kernels";
+  EXPECT_TRUE(deterministic_bit_changes(saved, 1, now, here, here).empty());
+  EXPECT_TRUE(deterministic_bit_changes(saved, 1, now, "", here).empty()) << "a checkpoint recording no kernels";
   nlohmann::json off = doc;
   off["train"]["deterministic"] = false;
   const RunConfig default_mode = parse_run_config(off, "t.json");
-  EXPECT_TRUE(deterministic_bit_changes(default_mode.to_json(), 1, default_mode, "Sandybridge (OpenBLAS 0.0)").empty())
+  EXPECT_TRUE(
+      deterministic_bit_changes(default_mode.to_json(), 1, default_mode, "Sandybridge (OpenBLAS 0.0)", here).empty())
       << "outside deterministic mode no bits are promised across kernels";
+}
+
+// On CUDA the bits follow the GPU and its libraries (cuBLASLt's heuristic picks each product's
+// algorithm by them): a checkpoint of another GPU model is said, as is one of another device
+// (nothing recorded the GPU, and a resume on another model said nothing).
+TEST(ResumeTrajectory, DeterministicBitsOnAnotherGpuOrDeviceAreSaid) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"max_steps", 8}, {"deterministic", true}, {"micro_batch", 2}, {"global_batch_tokens", 128}};
+  nlohmann::json on_gpu = doc;
+  on_gpu["device"] = "cuda";
+  const RunConfig now = parse_run_config(on_gpu, "t.json");
+  EXPECT_STREQ(run_kernels_key(now.device), "cuda_kernels");
+  EXPECT_STREQ(run_kernels_key(Device::kCPU), "cpu_kernels");
+  const std::string a100 = "NVIDIA A100-SXM4-80GB (sm_80), CUDA runtime 12040, cuBLASLt 120403, cuDNN 90100";
+  const std::string h100 = "NVIDIA H100 80GB HBM3 (sm_90), CUDA runtime 12040, cuBLASLt 120403, cuDNN 90100";
+  const std::vector<std::string> other = deterministic_bit_changes(now.to_json(), 1, now, a100, h100);
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0], "the GPU and its libraries: " + a100 + " -> " + h100 +
+                          " (cuBLASLt's heuristic picks each product's algorithm by them)");
+  EXPECT_TRUE(deterministic_bit_changes(now.to_json(), 1, now, h100, h100).empty());
+  // A CPU run's checkpoint resumed on a GPU: the device says it, whatever either recorded.
+  const std::vector<std::string> moved =
+      deterministic_bit_changes(parse_run_config(doc, "t.json").to_json(), 1, now, "", h100);
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0], "device: cpu -> cuda (other kernels round the products' last bits their own way)");
 }
 
 // Another multiple-choice file (or one added, or dropped) is an evaluation change: said, its

@@ -224,7 +224,8 @@ void check_config_and_extra_types(const nlohmann::json& config, const nlohmann::
                         files.dump().substr(0, 200));
     }
   }
-  for (const char* key : {"save_id", "previous_save_id", "init_from_path", "run_dir", "written_by", "cpu_kernels"}) {
+  for (const char* key :
+       {"save_id", "previous_save_id", "init_from_path", "run_dir", "written_by", "cpu_kernels", "cuda_kernels"}) {
     if (extra.contains(key) && !extra[key].is_string()) {
       throw_input_error("{}: extra.{} is {}, not a string", source, key, extra[key].dump());
     }

@@ -17,7 +17,6 @@
 #include "engine/app/config/zero_section.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_text.h"
-#include "kernels/compute_backend.h"
 
 namespace zt {
 
@@ -251,7 +250,8 @@ std::string choice_file_change(const nlohmann::json& saved, const RunConfig& now
 }
 
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, int saved_world_size,
-                                                   const RunConfig& now, std::string_view saved_cpu_kernels) {
+                                                   const RunConfig& now, std::string_view saved_kernels,
+                                                   std::string_view now_kernels) {
   if (!now.train.deterministic && section_value(saved, "train", "deterministic") != nlohmann::json(true)) return {};
   std::vector<std::string> changes = changed_keys(saved, now.to_json(), kDeterministicBitKeys);
   for (std::string& change : changes) {  // each with its own reason (one shared one misled)
@@ -273,10 +273,20 @@ std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, 
                       saved_world_size, now.world_size));
     }
   }
-  if (now.device == Device::kCPU && !saved_cpu_kernels.empty() &&
-      saved_cpu_kernels != cpu_blas_description().kernels()) {
-    changes.push_back(fmt::format("the BLAS kernels: {} -> {} (each rounds a product's last bits its own way)",
-                                  saved_cpu_kernels, cpu_blas_description().kernels()));
+  // The kernels of another device, as of another CPU type or GPU model, are another set of roundings.
+  const bool records_device = saved.is_object() && saved.contains("device") && saved["device"].is_string();
+  const std::string saved_device =
+      records_device ? saved["device"].get<std::string>() : std::string(device_name(Device::kCPU));
+  if (saved_device != device_name(now.device)) {
+    changes.push_back(fmt::format("device: {} -> {} (other kernels round the products' last bits their own way)",
+                                  saved_device, device_name(now.device)));
+  } else if (!saved_kernels.empty() && saved_kernels != now_kernels) {
+    changes.push_back(now.device == Device::kCPU
+                          ? fmt::format("the BLAS kernels: {} -> {} (each rounds a product's last bits its own way)",
+                                        saved_kernels, now_kernels)
+                          : fmt::format("the GPU and its libraries: {} -> {} (cuBLASLt's heuristic picks each "
+                                        "product's algorithm by them)",
+                                        saved_kernels, now_kernels));
   }
   return changes;
 }

@@ -37,10 +37,12 @@ std::string choice_file_change(const nlohmann::json& saved_config, const RunConf
 // What makes a resumed deterministic run's bits differ from the saved run's while its trajectory
 // stays the same (within rounding): the micro-batch, the unit of forward and backward whose
 // gradients the fold adds (docs/zero_memory.md), or the mode itself. Empty outside deterministic mode.
-// On another rank count, int8 gathers or hybrid sharding on either side. On the CPU, other BLAS
-// kernels than `saved_cpu_kernels` (the manifest's extra.cpu_kernels: BlasDescription::kernels of
-// the run that saved it; empty where it records none).
+// On another rank count, int8 gathers or hybrid sharding on either side. Another device, or on
+// the same device other kernels: `now_kernels` (run_kernels: the CPU's BLAS kernels, or the GPU
+// and its libraries) against `saved_kernels` (the manifest's extra under run_kernels_key of the
+// device; empty where it records none).
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved_config, int saved_world_size,
-                                                   const RunConfig& now, std::string_view saved_cpu_kernels);
+                                                   const RunConfig& now, std::string_view saved_kernels,
+                                                   std::string_view now_kernels);
 
 }  // namespace zt

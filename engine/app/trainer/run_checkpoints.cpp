@@ -107,8 +107,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                    : ""));
   }
   if (!choice_changed.empty()) s.progress.message(fmt::format("note: resume: {}", choice_changed));
-  const std::vector<std::string> bits =
-      deterministic_bit_changes(m.config, m.data_parallel_ranks(), c, ckpt::extra_string(m.extra, "cpu_kernels"));
+  const std::vector<std::string> bits = deterministic_bit_changes(
+      m.config, m.data_parallel_ranks(), c, ckpt::extra_string(m.extra, run_kernels_key(c.device)), run_kernels(c));
   if (!bits.empty()) {
     s.progress.message(fmt::format(
         "note: resume: {}: the run continues the saved one's trajectory, but not bit for bit", fmt::join(bits, "; ")));

@@ -15,6 +15,7 @@
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/token_corpus.h"
+#include "engine/app/trainer/trainer_state.h"
 #include "engine/base/core/build_info.h"
 #include "engine/base/core/check.h"
 #include "kernels/compute_backend.h"
@@ -239,6 +240,13 @@ void check_data_unchanged(const RunConfig& config, const nlohmann::json& recorde
   }
 }
 
+std::string run_kernels(const RunConfig& config) {
+  return config.device == Device::kCPU ? cpu_blas_description().kernels()
+                                       : cuda_kernels_identity(rank_device_index(config));
+}
+
+const char* run_kernels_key(Device device) { return device == Device::kCPU ? "cpu_kernels" : "cuda_kernels"; }
+
 IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data) {
   IdentityEntries out;
   // First, so that ranks of two builds are told so rather than by the first key whose default or
@@ -246,13 +254,16 @@ IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data
   out.emplace_back("the zerotrain build", build_description());
   flatten(config.to_json(), "", out);
   std::erase_if(out, [](const auto& e) { return e.first == "train.num_threads"; });  // a node's own
-  // Deterministic mode's bits follow the BLAS kernels too (OpenBLAS picks them by the CPU): ranks
-  // on nodes of two CPU types compute other bits than one rank would, against the mode's promise.
-  if (config.train.deterministic && config.device == Device::kCPU) {
-    out.emplace_back(
-        "the BLAS kernels (train.deterministic's bits follow them: export one OPENBLAS_CORETYPE on every rank, or "
-        "set train.deterministic = false)",
-        cpu_blas_description().kernels());
+  // Deterministic mode's bits follow the BLAS kernels too (OpenBLAS picks them by the CPU), and on
+  // CUDA the GPU and its libraries (cuBLASLt's heuristic picks each product's algorithm by them):
+  // ranks on nodes of two kinds compute other bits than one rank would, against the mode's promise.
+  if (config.train.deterministic) {
+    out.emplace_back(config.device == Device::kCPU
+                         ? "the BLAS kernels (train.deterministic's bits follow them: export one "
+                           "OPENBLAS_CORETYPE on every rank, or set train.deterministic = false)"
+                         : "the GPU and its libraries (train.deterministic's bits follow them: run every rank "
+                           "on one GPU model and one install, or set train.deterministic = false)",
+                     run_kernels(config));
   }
   for (std::size_t i = 0; i < data.size(); ++i) {
     const nlohmann::json& f = data[i];

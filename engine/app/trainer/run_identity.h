@@ -64,6 +64,13 @@ std::string describe_contents(const nlohmann::json& f);
 using IdentityEntries = std::vector<std::pair<std::string, std::string>>;
 IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data);
 
+// The kernels deterministic mode's bits follow beside the config on this rank's device: on the CPU
+// the BLAS kernels OpenBLAS picked (BlasDescription::kernels), on CUDA the GPU and its libraries
+// (cuda_kernels_identity). Checkpoints and final.safetensors record them under
+// run_kernels_key(device), and a deterministic resume on others says so.
+std::string run_kernels(const RunConfig& config);
+const char* run_kernels_key(Device device);  // "cpu_kernels" or "cuda_kernels"
+
 // Collective, the run's first: one all-gather of a hash of every rank's entries. Where they differ
 // (rare: a few more collectives), InputError on every rank naming the first entry that differs,
 // its values and the ranks holding each, e.g. "ranks disagree on train.seed: 1337 on rank 0, 42 on

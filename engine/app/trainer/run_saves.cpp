@@ -17,6 +17,7 @@
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
 #include "engine/app/trainer/earlier_outputs.h"
 #include "engine/app/trainer/run_checkpoints.h"
+#include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/build_info.h"
 #include "engine/distributed/launch/signals.h"
 #include "kernels/compute_backend.h"
@@ -156,7 +157,7 @@ bool save_once(TrainerState& s, RunProgress& run, int steps_completed) {
                 {"data_identity", s.data_files},
                 {"written_by", build_description()}};
   // What deterministic mode's bits follow beside the config: a resume on other kernels says so.
-  if (c.device == Device::kCPU) meta.extra["cpu_kernels"] = cpu_blas_description().kernels();
+  meta.extra[run_kernels_key(c.device)] = run_kernels(c);
   if (!run.special_token_ids.empty()) meta.extra["special_token_ids"] = run.special_token_ids;
   if (!run.init_from_path.empty()) meta.extra["init_from_path"] = run.init_from_path;
   // Where the run's tokenizer lies for an export or a sample of this checkpoint, wherever

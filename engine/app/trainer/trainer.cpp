@@ -23,6 +23,7 @@
 #include "engine/app/trainer/memory_check.h"
 #include "engine/app/trainer/nonfinite_steps.h"
 #include "engine/app/trainer/run_checkpoints.h"
+#include "engine/app/trainer/run_identity.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/run_report.h"
 #include "engine/app/trainer/start_checks.h"
@@ -366,10 +367,11 @@ void Trainer::finish_run(int step, RunProgress& run) {
           {"steps", std::to_string(summary.steps_done)},
           // What `eval --run --val` checks the validation files it reads against.
           {"data_identity", s.data_files.dump()},
-          // Which build computed them, as a checkpoint records, and on the CPU with which BLAS
-          // kernels (deterministic mode's bits follow them): what reproducing a run needs.
+          // Which build computed them, as a checkpoint records, and with which kernels (the CPU's
+          // BLAS, or the GPU and its libraries: deterministic mode's bits follow them): what
+          // reproducing a run needs.
           {"written_by", build_description()}};
-      if (c.device == Device::kCPU) metadata["cpu_kernels"] = cpu_blas_description().kernels();
+      metadata[run_kernels_key(c.device)] = run_kernels(c);
       write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.comm, metadata);
       summary.final_weights_gathered = true;
     } else if (s.root) {

@@ -71,6 +71,7 @@ Loaded open_library() {
   resolve(handle, "cublasLtMatmulAlgoGetHeuristic", a.matmul_algo_get_heuristic, e);
   resolve(handle, "cublasLtMatmulAlgoCheck", a.matmul_algo_check, e);
   resolve(handle, "cublasLtMatmulAlgoCapGetAttribute", a.matmul_algo_cap_get_attribute, e);
+  resolve(handle, "cublasLtGetVersion", a.get_version, e);
   // The handle stays open for the process's life: the kernels hold its functions until exit.
   opened.store(true, std::memory_order_release);
   return l;

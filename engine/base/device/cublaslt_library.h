@@ -34,6 +34,7 @@ struct CublasLt {
   decltype(&::cublasLtMatmulAlgoGetHeuristic) matmul_algo_get_heuristic;
   decltype(&::cublasLtMatmulAlgoCheck) matmul_algo_check;
   decltype(&::cublasLtMatmulAlgoCapGetAttribute) matmul_algo_cap_get_attribute;
+  decltype(&::cublasLtGetVersion) get_version;
 };
 
 // The library's entry points, opened once (thread-safe) on the first call. Throws zt::RuntimeError

@@ -3,50 +3,75 @@ library takes about 220 bytes of memory a character of one call's text (a 45 MB 
 process inside the library), so a longer document is encoded a piece at a time, and its pieces'
 tokens must be the tokens of the whole.
 
-A cut goes just before a whitespace character that follows a non-whitespace one (the start of a
-" word" or of a line break, where regex pre-tokenizers such as GPT-2's and Llama 3's begin a new
-pre-token and byte-pair merges never cross), and only where the tokenizer itself agrees: the text
-around it, WINDOW characters each side, encodes to the same tokens whole as in its two halves. A
-tokenizer whose tokens at the cut would change (a normaliser or pre-tokenizer that looks further,
-one that marks a text's start) refuses every cut; the document is then refused by name."""
+Byte-pair merges never cross the pre-tokenizer's pieces, so a cut where a pre-token ends leaves the
+tokens as they were: a cut goes just before a whitespace character that follows a non-whitespace
+one (the start of a " word" or of a line break, where regex pre-tokenizers such as GPT-2's and
+Llama 3's begin a new pre-token), and only where the pre-tokenizer ends one there and the text
+around it, WINDOW characters each side, encodes to the same tokens whole as in its two halves (a
+normaliser, or a pre-tokenizer that marks a text's start, would change them). A tokenizer without a
+pre-tokenizer cuts nowhere (its merges may run across any space, with context further back than
+any window), except a vocabulary of single characters (a BPE without merges, as `ckpt export
+--format hf` writes a char-level run's), whose tokens are its characters wherever it is cut. A
+document with no such cut is refused by name (prepare_tokens.py)."""
+import json
 
-WINDOW = 256  # characters each side of a cut encoded to check it; pre-tokens are far shorter
-MOST_TRIES = 1000  # cuts checked before a piece is given up on
-
-
-def _agrees(tok, text, cut):
-    """Whether the tokens around `cut` are the same encoded whole and in two halves."""
-    start, end = max(0, cut - WINDOW), min(len(text), cut + WINDOW)
-
-    def ids(part):
-        return tok.encode(part, add_special_tokens=False).ids
-
-    return ids(text[start:end]) == ids(text[start:cut]) + ids(text[cut:end])
+WINDOW = 256  # characters each side of a cut encoded to check it
+MOST_TRIES = 1000  # cuts checked against the tokenizer before a piece is given up on
 
 
-def _cut_before(tok, text, at, lowest):
-    """The last cut at or before `at`, and after `lowest`, that the tokenizer agrees with; None if
-    none within MOST_TRIES candidates."""
-    p = at
-    for _ in range(MOST_TRIES):
-        p = max(text.rfind(c, lowest + 1, p + 1) for c in (" ", "\n", "\t", "\r"))
-        if p <= lowest:
-            return None
-        if not text[p - 1].isspace() and _agrees(tok, text, p):
-            return p
-        p -= 1
-    return None
+class Cutter:
+    """A tokenizer's rule for cutting documents, read once from its definition."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        spec = json.loads(tok.to_str())
+        model = spec.get("model") or {}
+        self.by_pre_tokens = spec.get("pre_tokenizer") is not None
+        self.characters = not self.by_pre_tokens and model.get("type") == "BPE" and not model.get("merges")
+
+    def can_cut(self):
+        return self.by_pre_tokens or self.characters
+
+    def _ids(self, part):
+        return self.tok.encode(part, add_special_tokens=False).ids
+
+    def agrees(self, text, cut):
+        """Whether a cut at `cut` leaves the tokens around it as they are: a pre-token ends there, and
+        the window encodes to the same tokens whole as in two halves."""
+        start, end = max(0, cut - WINDOW), min(len(text), cut + WINDOW)
+        if self.by_pre_tokens:
+            ends = {start + e for _, (_, e) in self.tok.pre_tokenizer.pre_tokenize_str(text[start:end])}
+            if cut not in ends:
+                return False
+        return self._ids(text[start:end]) == self._ids(text[start:cut]) + self._ids(text[cut:end])
+
+    def cut_before(self, text, at, lowest):
+        """The last cut at or before `at`, and after `lowest`, that the tokenizer agrees with; None if
+        none within MOST_TRIES checks."""
+        p = at
+        for _ in range(MOST_TRIES):
+            p = max(text.rfind(c, lowest + 1, p + 1) for c in (" ", "\n", "\t", "\r"))
+            while p > lowest and text[p - 1].isspace():  # a run of whitespace: to its start, unchecked
+                p -= 1
+            if p <= lowest:
+                return None
+            if self.agrees(text, p):
+                return p
+            p -= 1
+        return None
 
 
-def pieces(tok, text, most):
+def pieces(cutter, text, most):
     """`text` as consecutive pieces of at most `most` characters each, cut where the tokenizer's
     tokens stay those of the whole (`text` itself where it is no longer); None where a piece finds
-    no such cut in the latter half of its length."""
+    no such cut in the latter half of its length, or the tokenizer cuts nowhere."""
     if len(text) <= most:
         return [text]
+    if not cutter.can_cut():
+        return None
     out, start = [], 0
     while len(text) - start > most:
-        cut = _cut_before(tok, text, start + most, start + most // 2)
+        cut = cutter.cut_before(text, start + most, start + most // 2)
         if cut is None:
             return None
         out.append(text[start:cut])

@@ -292,10 +292,11 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
     # A document's own "<|endoftext|>" is its text, not a delimiter: encoded as ordinary text, as
     # llm.c's fineweb.py encodes documents (tiktoken's encode_ordinary).
     tok.encode_special_tokens = True
+    cutter = document_pieces.Cutter(tok)
     for where, text, done in documents(args.inputs, args.jsonl_key):
         # Past --max-document-chars a document is encoded a piece at a time (the library aborted
         # the process past its memory), cut where the tokens stay the whole's (document_pieces).
-        parts = document_pieces.pieces(tok, text, args.max_document_chars)
+        parts = document_pieces.pieces(cutter, text, args.max_document_chars)
         if parts is None:
             fail(f"{where}: a document of {len(text):,} characters, past --max-document-chars "
                  f"{args.max_document_chars:,}, with no place the tokenizer can cut it without changing its tokens "

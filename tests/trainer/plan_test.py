@@ -344,6 +344,16 @@ def main():
     check(p.returncode == 0 and splits and splits[0] == 3 and all(70005 % mb == 0 for mb in splits) and
           any("does not load on 2 rank(s)" in n for n in doc.get("notes", [])),
           f"a batch past 65536 sequences a rank is planned ({splits}; {p.stderr.strip()[-300:]})")
+    # Past 2^31 sequences a rank only the micro-batches the config's ranges take are tried, each
+    # once (one narrowed to int was tried twice, and 66 of 83 choices were refused).
+    p = plan("1000000TB", "--json", "--set", "train.global_batch_tokens=549890031616", "--set", "zero.stage=0",
+             "--set", "train.activation_checkpointing=none", "--set", "train.head_chunks=1",
+             "--set", "train.block_units=1")
+    doc = json.loads(p.stdout) if p.returncode == 0 else {"fitting": []}
+    rows = [tuple(c["sets"]) for c in doc["fitting"]]
+    check(rows and len(set(rows)) == len(rows) and doc.get("invalid") == 0,
+          f"4296015872 sequences a rank: each choice once, none refused ({len(rows)} rows, {len(set(rows))} "
+          f"distinct, {doc.get('invalid')} refused; {p.stderr.strip()[-200:]})")
     # The config derives its global batch (2 x 64 x 8 x 2 ranks = 2048): a held micro-batch or
     # accumulation splits that one, as the search's do (it derived another: a held micro_batch of 4
     # planned 4096 tokens a step, a hyper-parameter changed unsaid).

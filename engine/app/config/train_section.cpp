@@ -46,12 +46,9 @@ std::string batch_split_hint(int config_micro_batch, int seq_len, int world_size
   const auto splits = [&](std::int64_t m) { return sequences % m == 0 && sequences / m <= kMaxConfigGradAccum; };
   std::int64_t micro_batch = std::min<std::int64_t>(config_micro_batch, sequences);
   while (micro_batch > 1 && !splits(micro_batch)) --micro_batch;
-  if (!splits(micro_batch)) {  // every split below needs more accumulation than its range: a larger one
-    const std::int64_t most = std::min<std::int64_t>(sequences, kMaxConfigDim);
-    micro_batch =
-        std::max<std::int64_t>(config_micro_batch + 1, (sequences + kMaxConfigGradAccum - 1) / kMaxConfigGradAccum);
-    while (micro_batch <= most && !splits(micro_batch)) ++micro_batch;
-    if (micro_batch > most) {
+  if (!splits(micro_batch)) {  // every split below needs more accumulation than its range: the least above
+    micro_batch = smallest_splitting_micro_batch(seq_len, world_size, global);
+    if (micro_batch == 0) {
       return fmt::format("; no micro-batch splits it on {} rank(s) within train.grad_accum's largest, {}", world_size,
                          kMaxConfigGradAccum);
     }

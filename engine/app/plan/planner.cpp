@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/app/config/config_limits.h"
 #include "engine/app/config/train_section.h"
 #include "engine/app/config/zero_section.h"
 #include "engine/app/trainer/memory_check.h"
@@ -94,10 +95,10 @@ std::vector<std::string> without_batch_split(const std::vector<std::string>& set
 // The config to plan from, and the micro-batches the search tries (`micro_batches`). As given where
 // it loads at this rank count: a micro-batch or accumulation the user's --set holds is kept, and
 // without either every micro-batch that splits the global batch is tried. A config written for
-// another rank count (its own micro-batch does not split its global batch here) is read with
-// micro_batch 1, as the search sets it anyway (said in `note`), but a held accumulation then takes
-// the micro-batch that splits the global batch with it, and a held micro-batch that cannot is
-// refused by name. The config's own errors stand.
+// another rank count (its own micro-batch does not split its global batch here) is read with the
+// smallest micro-batch that splits it, as the search sets it anyway (said in `note`), but a held
+// accumulation then takes the micro-batch that splits the global batch with it, and a held
+// micro-batch that cannot is refused by name. The config's own errors stand.
 RunConfig load_base(const std::string& path, const std::vector<std::string>& given_sets, const SetKeys& held,
                     int world_size, std::vector<int>& micro_batches, std::string& note) {
   const bool held_mb = held.count("train.micro_batch") > 0, held_accum = held.count("train.grad_accum") > 0;
@@ -114,17 +115,22 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& giv
     } catch (const BatchSplitError&) {}
   }
   // Every divisor of the sequences a rank takes a step, not only powers of two: 12 sequences run
-  // as 3 x 4 or 6 x 2 where 4 x 3 may not fit and 2 x 6 is slower. (A global batch no micro-batch
+  // as 3 x 4 or 6 x 2 where 4 x 3 may not fit and 2 x 6 is slower. Only those the config's ranges
+  // take (a grad_accum up to its largest, a micro_batch up to its): others would only be refused,
+  // and past 2^31 sequences one narrowed to int was tried twice. (A global batch no micro-batch
   // splits leaves none, and the search says it considered nothing.)
   auto splitting_micro_batches = [&](const RunConfig& c) {
     const std::int64_t per_sequence = std::int64_t{c.train.seq_len} * world_size;
     if (c.train.global_batch_tokens % per_sequence != 0) return;
     const std::int64_t sequences = c.train.global_batch_tokens / per_sequence;
+    const std::int64_t least = (sequences + kMaxConfigGradAccum - 1) / kMaxConfigGradAccum;
+    const std::int64_t most = std::min<std::int64_t>(sequences, kMaxConfigDim);
     std::vector<int> above_root;  // each divisor past sqrt(sequences), largest first
     for (std::int64_t mb = 1; mb * mb <= sequences; ++mb) {
       if (sequences % mb != 0) continue;
-      micro_batches.push_back(static_cast<int>(mb));
-      if (mb * mb != sequences) above_root.push_back(static_cast<int>(sequences / mb));
+      if (mb >= least && mb <= most) micro_batches.push_back(static_cast<int>(mb));
+      const std::int64_t pair = sequences / mb;
+      if (pair != mb && pair >= least && pair <= most) above_root.push_back(static_cast<int>(pair));
     }
     micro_batches.insert(micro_batches.end(), above_root.rbegin(), above_root.rend());
   };

@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import binary_commit, head_commit  # noqa: E402
-from bench_cpu_report import cpu_competition, cpu_counters  # noqa: E402
+from bench_cpu_report import cpu_competition, cpu_counters, load_warning  # noqa: E402
 from result_paths import OneLineParser, check_out_file, check_program  # noqa: E402
 
 
@@ -121,10 +121,7 @@ def main():
         row["b_over_a_ms_by_repeat"] = [b["ms"] / a["ms"] for a, b in zip(got["a"], got["b"])]
         rows.append(row)
     competition = cpu_competition(started)
-    loaded = competition["other_processes_cores"] > 0.2 or competition["steal_cores"] > 0.1
-    warning = (f"warning: other processes used {competition['other_processes_cores']:.2f} cores and the hypervisor "
-               f"stole {competition['steal_cores']:.2f} while this ran: timings are unreliable; rerun on an idle "
-               f"machine") if loaded else ""
+    warning = "warning: " + load_warning(competition) if load_warning(competition) else ""
     commit = head_commit(short=True) or "unknown"
     # The commit each binary was built from, as it reports it ("+dirty": built with uncommitted changes);
     # the checkout's HEAD (`commit`) need not be either.

@@ -351,7 +351,7 @@ def main(argv=None):
                        "final_loss": run["losses"][-1], "label": TORCH_SIDES[key]}
     result["sgemm"]["peak_unreliable"] = bool(over_peak(result))
     result["warnings"] = warnings(result)
-    loaded = under_load(result)
+    loaded = under_load(result["machine"]["cpu_competition"])
     # Each round's ratio of its two medians (same-round pairs), and their median.
     zt_round_ms = result["zerotrain"]["ms_per_step_by_round"]
     result["speedup_by_round"] = {key: [ms / z for ms, z in zip(result[key]["ms_per_step_by_round"], zt_round_ms)]

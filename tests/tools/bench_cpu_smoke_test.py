@@ -72,6 +72,10 @@ print('{{"size": 2048, "threads": 1, "gflops": 100.0, "core": "Haswell"}}')
 """
 
 
+# An idle machine's reading, for the verdicts' arithmetic beside other tests (which load it).
+IDLE = json.dumps({"other_processes_cores": 0.0, "steal_cores": 0.0})
+
+
 def write_script(path, text, **fmt):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text.format(python=sys.executable, **fmt))
@@ -95,7 +99,7 @@ def test_arithmetic_with_fakes(tmp):
     # The environment's spinning policy: the PyTorch sides run passive all the same, zerotrain's as given.
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "4", "--warmup", "1", "--threads", "1",
                      "--rounds", "2", "--torch-blas", "system", "--out", str(out), *TINY,
-                     env=dict(os.environ, OMP_WAIT_POLICY="active"))
+                     env=dict(os.environ, OMP_WAIT_POLICY="active", ZT_TEST_CPU_COMPETITION=IDLE))
     check(proc.returncode == 0, f"bench exited {proc.returncode}: {proc.stderr}")
     r = json.loads(out.read_text())
     zt_side, pt = r["zerotrain"], r["pytorch"]
@@ -128,10 +132,7 @@ def test_arithmetic_with_fakes(tmp):
     check(pt["env"].get("OMP_WAIT_POLICY") == "passive" and zt_side["env"] == {"OMP_WAIT_POLICY": "active"},
           f"wait policies: {pt['env']}, {zt_side.get('env')}")
     check(math.isfinite(pt["final_loss"]), "PyTorch loss not finite")
-    loaded = r["machine"]["cpu_competition"]["other_processes_cores"] > 0.2 or \
-        r["machine"]["cpu_competition"]["steal_cores"] > 0.1  # beside other tests: not judged
-    check(r["targets"]["speedup_pass"]["pytorch"] == (None if loaded else r["speedup"]["pytorch"] >= 2.0),
-          "speedup verdict")
+    check(r["targets"]["speedup_pass"]["pytorch"] == (r["speedup"]["pytorch"] >= 2.0), "speedup verdict")
     for key in ("checkout_commit", "checkout_dirty", "date", "machine", "config", "sgemm"):
         check(key in r, f"result lacks {key}")
     check(r.get("commit") == "0123456789ab+dirty", f"the commit is the binary's own: {r.get('commit')}")

@@ -10,11 +10,8 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <string_view>
 
-#include "engine/app/checkpoint/checkpoint_absence.h"
 #include "engine/app/checkpoint/checkpoint_manifest.h"
-#include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/base/core/check.h"
 

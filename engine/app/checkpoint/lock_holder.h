@@ -1,6 +1,7 @@
 // Who holds a checkpoint folder's or run directory's lock (folder_lock.h), read from its LOCK
 // file: the holder's identity as a lock records it, whether that process is gone (its lock may be
-// taken over), and how to name it in a refusal. What the lock does with them: folder_lock.cpp.
+// taken over), and how to name it in a refusal. What the lock does with them: folder_lock.cpp,
+// whose staleness bounds (FolderLock::kStaleSeconds, heartbeat_seconds) these judge by.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,8 +15,9 @@ std::string host_name();
 
 // A lock file's text. A lock this code writes is a small regular file: anything else reads as
 // nothing (a FIFO's open waited for a writer for ever; /dev/zero was read until the allocation
-// failed). FolderLock's constructor refuses such a file by name first. Opened first, without blocking, and then looked
-// at (on NFS an open revalidates the name, where a stat may be answered from a cache).
+// failed). FolderLock's constructor refuses such a file by name first. Opened first, without
+// blocking, and then looked at (on NFS an open revalidates the name, where a stat may be answered
+// from a cache).
 std::string read_lock_text(const std::string& path);
 
 // Seconds since the file's last heartbeat (its mtime), or a negative value when it is gone.

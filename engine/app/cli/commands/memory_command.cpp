@@ -26,8 +26,6 @@ namespace zt::cli {
 
 namespace {
 
-constexpr int kStages = kPredictedStages;
-
 // Rows of the config table, in the order the memory docs list the categories.
 constexpr MemCategory kRows[] = {MemCategory::kParameters,      MemCategory::kGradients,   MemCategory::kMasterWeights,
                                  MemCategory::kOptimizerStates, MemCategory::kActivations, MemCategory::kCommBuffers,
@@ -57,7 +55,7 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
   // keeps the T x T probabilities), so it is named.
   fmt::print("attention: {}\n", attention);
   std::string head = fmt::format("{:<26}", "predicted bytes per rank");
-  for (int stage = 0; stage < kStages; ++stage) {
+  for (int stage = 0; stage < kPredictedStages; ++stage) {
     head += fmt::format("{:>12}", stage_heading(stage, refused));
   }
   fmt::print("{}\n", head);
@@ -94,12 +92,6 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
   const char* activations = cfg.activation_dtype == DType::kBF16 ? "bf16" : "fp32";
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
-  const std::string& attention = m.attention;
-  const std::vector<std::string>& refused = m.refused;
-  const std::vector<StageMemory>& stages = m.stages;
-  const std::vector<StepVolume>& volumes = m.volumes;
-  const std::vector<std::int64_t>& other_grads = m.other_grads;
-  const std::optional<ChoiceShape>& choices = m.choices;
   const RequiredMemory& any_stage = m.phases.front();  // which phases the run has: the same at every stage
   using Phase = RequiredMemory::Phase;
   const std::vector<std::int64_t> timed_step_totals = m.totals(Phase::kTimedStep, any_stage.weighs_timed_step),
@@ -112,7 +104,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const ZeroOptions& z = cfg.zero;
 
   if (parser.has("brief")) {
-    brief_table(cfg, table, ranks, stages, attention, refused);
+    brief_table(cfg, table, ranks, m.stages, m.attention, m.refused);
     return 0;
   }
   if (json) {
@@ -126,30 +118,30 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       for (MemCategory c : kRows) bytes[std::string(mem_category_name(c))] = m[c];
       return bytes;
     };
-    for (int stage = 0; stage < kStages; ++stage) {
-      const nlohmann::json bytes = by_category(stages[stage]);
+    for (int stage = 0; stage < kPredictedStages; ++stage) {
+      const nlohmann::json bytes = by_category(m.stages[stage]);
       out.push_back(
           {{"stage", stage},
-           {"refused", refused[static_cast<std::size_t>(stage)].empty()
+           {"refused", m.refused[static_cast<std::size_t>(stage)].empty()
                            ? nlohmann::json(nullptr)
-                           : nlohmann::json(refused[static_cast<std::size_t>(stage)])},
+                           : nlohmann::json(m.refused[static_cast<std::size_t>(stage)])},
            {"bytes", bytes},
-           {"model_states", stages[stage].model_state_bytes()},
-           {"total", stages[stage].total_bytes()},
+           {"model_states", m.stages[stage].model_state_bytes()},
+           {"total", m.stages[stage].total_bytes()},
            {"timed_step_total", timed_step_totals[static_cast<std::size_t>(stage)]},
            {"setup_total", setup_totals[static_cast<std::size_t>(stage)]},
            {"final_gather_total", final_gather_totals[static_cast<std::size_t>(stage)]},
            {"final_gather_buffer", m.final_gather_buffers[static_cast<std::size_t>(stage)]},
            {"sample_total", sample_totals[static_cast<std::size_t>(stage)]},
            {"required", required[static_cast<std::size_t>(stage)]},
-           {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
-           {"padding", stages[stage].padding_bytes},
-           {"kernel_scratch", stages[stage].kernel_scratch_bytes},
+           {"gradients_with_other_grad_shard_dtype", m.other_grads[static_cast<std::size_t>(stage)]},
+           {"padding", m.stages[stage].padding_bytes},
+           {"kernel_scratch", m.stages[stage].kernel_scratch_bytes},
            {"elements_per_step",
-            {{"in_group", volumes[stage].in_group}, {"across_groups", volumes[stage].across_groups}}},
+            {{"in_group", m.volumes[stage].in_group}, {"across_groups", m.volumes[stage].across_groups}}},
            {"bytes_per_step",
-            {{"in_group", volumes[stage].bytes_in_group}, {"across_groups", volumes[stage].bytes_across_groups}}}});
-      if (choices) {  // the scorer's peaks by category, and their sum
+            {{"in_group", m.volumes[stage].bytes_in_group}, {"across_groups", m.volumes[stage].bytes_across_groups}}}});
+      if (m.choices) {  // the scorer's peaks by category, and their sum
         const StageMemory& scorer = m.phases[static_cast<std::size_t>(stage)].choices;
         out.back()["choices_bytes"] = by_category(scorer);
         out.back()["choices_total"] = scorer.total_bytes();
@@ -164,7 +156,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                 {"seq_len", cfg.train.seq_len},
                                 {"activation_checkpointing", ckpt},
                                 {"device", device_name(cfg.device)},
-                                {"attention", attention},
+                                {"attention", m.attention},
                                 {"params", table.total_numel()},
                                 {"units", table.units().size()},
                                 {"head_chunks", cfg.train.head_chunks},
@@ -192,7 +184,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   fmt::print(
       "per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: {} "
       "activations; attention {}\n",
-      cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, attention);
+      cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, m.attention);
   fmt::print(
       "zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}{}, reshard_after_forward {}, "
       "param_persistence_threshold {}, grad_shard_dtype {}, gather_dtype {}, cross_group_grad_dtype {}{}{}\n\n",
@@ -210,13 +202,13 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                : "; deterministic reductions");
   // Each cell after a space: a count past 13 digits (a 65B model's elements a step) ran into the next.
   std::string head = fmt::format("{:<22}", "category");
-  for (int stage = 0; stage < kStages; ++stage) {
-    head += fmt::format(" {:>13}", stage_heading(stage, refused));
+  for (int stage = 0; stage < kPredictedStages; ++stage) {
+    head += fmt::format(" {:>13}", stage_heading(stage, m.refused));
   }
   fmt::print("{}\n", head);
   auto row = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);
-    for (const StageMemory& m : stages) line += fmt::format(" {:>13}", format_bytes(value_of(m)));
+    for (const StageMemory& s : m.stages) line += fmt::format(" {:>13}", format_bytes(value_of(s)));
     fmt::print("{}\n", line);
   };
   for (MemCategory c : kRows) row(std::string(mem_category_name(c)), [c](const StageMemory& m) { return m[c]; });
@@ -233,19 +225,19 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   per_stage("set-up peak", setup_totals);
   if (cfg.log.final_weights) per_stage("final gather peak", final_gather_totals);
   if (cfg.log.samples()) per_stage("sample (at most)", sample_totals);
-  if (choices) per_stage("multiple choice peak", m.totals(Phase::kChoices, true));
+  if (m.choices) per_stage("multiple choice peak", m.totals(Phase::kChoices, true));
   per_stage("required", required);
   auto elements = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);
-    for (const StepVolume& v : volumes) line += fmt::format(" {:>13}", value_of(v));
+    for (const StepVolume& v : m.volumes) line += fmt::format(" {:>13}", value_of(v));
     fmt::print("{}\n", line);
   };
-  const bool hybrid = volumes[0].across_groups > 0;
+  const bool hybrid = m.volumes[0].across_groups > 0;
   elements(hybrid ? "elements/step in group" : "elements sent/step", [](const StepVolume& v) { return v.in_group; });
   if (hybrid) elements("elements/step across", [](const StepVolume& v) { return v.across_groups; });
   auto sent = [&](const std::string& name, auto bytes_of) {
     std::string line = fmt::format("{:<22}", name);
-    for (const StepVolume& v : volumes) line += fmt::format(" {:>13}", format_bytes(bytes_of(v)));
+    for (const StepVolume& v : m.volumes) line += fmt::format(" {:>13}", format_bytes(bytes_of(v)));
     fmt::print("{}\n", line);
   };
   sent(hybrid ? "sent/step in group" : "sent/step", [](const StepVolume& v) { return v.bytes_in_group; });
@@ -253,8 +245,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   std::string other = fmt::format("{:<22}", fmt::format("gradients, {} shards", other_grad_dtype));
   // Stages 0-1 hold no gradient shards: the key acts on nothing there ("-", where the row showed
   // their working gradients, bf16 ones under an "fp32 shards" label). --json keeps every stage's.
-  for (std::size_t stage = 0; stage < other_grads.size(); ++stage) {
-    other += fmt::format(" {:>13}", stage < 2 ? "-" : format_bytes(other_grads[stage]));
+  for (std::size_t stage = 0; stage < m.other_grads.size(); ++stage) {
+    other += fmt::format(" {:>13}", stage < 2 ? "-" : format_bytes(m.other_grads[stage]));
   }
   fmt::print("{}   (zero.grad_shard_dtype = {}: stages 2-3)\n", other, other_grad_dtype);
   if (cfg.checkpoint.async) {
@@ -280,7 +272,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                           "gathered whole in fp32 on the host to write final.safetensors;"
                                         : "") +
           (cfg.log.samples() ? " sample = a bound of the same sum while a sample's models run;" : "") +
-          (choices ? " multiple choice = the same sum while data.choice_file's examples are scored;" : ""),
+          (m.choices ? " multiple choice = the same sum while data.choice_file's examples are scored;" : ""),
       cfg.log.final_weights && cfg.device != Device::kCPU ? " but the final gather's (on cuda its unit is host memory)"
                                                           : "",
       cfg.checkpoint.async && cfg.device == Device::kCPU ? ", plus the checkpoint staging" : "");

@@ -256,7 +256,10 @@ def main():
     fcntl.flock(fd, fcntl.LOCK_EX)
     ok, lines = refused(run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", held),
                         held, "another zerotrain command is writing into it, or a run training from it, now")
-    check(ok and os.listdir(held) == [], f"an HF export into a folder another writer holds: refused ({lines})")
+    # The holder named, by pid and command line (here this test's own process), from /proc/locks.
+    named = f"it is held by pid {os.getpid()} ("
+    check(ok and os.listdir(held) == [] and named in lines[0],
+          f"an HF export into a folder another writer holds: refused, naming the holder ({lines})")
     os.close(fd)
     p = run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", held)
     check(p.returncode == 0 and "config.json" in os.listdir(held), f"released, it exports ({p.stderr.strip()[-200:]})")
@@ -264,7 +267,7 @@ def main():
     with open(llmc_out + ".tmp", "w") as staging:
         fcntl.flock(staging, fcntl.LOCK_EX)
         ok, lines = refused(run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "llmc", "--out",
-                                llmc_out), "its staging file", "is held")
+                                llmc_out), "its staging file", f"is held by pid {os.getpid()} (")
         check(ok and not os.path.exists(llmc_out) and os.path.exists(llmc_out + ".tmp"),
               f"an llm.c export whose staging file another writer holds: refused, that file left to it ({lines})")
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/io/flock_holders.h"
 #include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 #include "engine/distributed/launch/signals.h"
@@ -160,10 +161,11 @@ StagedFiles::~StagedFiles() {
 
 void StagedFiles::lock_folder(const std::string& dir, std::string_view what) {
   if (!ckpt::FileHandle::hold_exclusive(dir, folder_)) {
+    const std::string held = flock_holders_note(dir);
     throw_input_error(
-        "{} {}: another zerotrain command is writing into it, or a run training from it, now; try again once it "
-        "ends",
-        what, dir);
+        "{} {}: another zerotrain command is writing into it, or a run training from it, now{}; try again once "
+        "it ends",
+        what, dir, held.empty() ? "" : "; it is held" + held);
   }
 }
 
@@ -174,9 +176,9 @@ std::string StagedFiles::stage(const std::string& path) {
   ckpt::FileHandle held;
   if (!ckpt::FileHandle::hold_exclusive(tmp, held, /*create=*/true)) {
     throw_input_error(
-        "{}: another zerotrain command is writing it now (its staging file {} is held); try again "
+        "{}: another zerotrain command is writing it now (its staging file {} is held{}); try again "
         "once it ends",
-        path, tmp);
+        path, tmp, flock_holders_note(tmp));
   }
   staged_.push_back({tmp, path, std::move(partial), std::move(held)});
   return tmp;

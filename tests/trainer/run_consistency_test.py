@@ -96,6 +96,19 @@ def main():
             check(os.path.isdir(step2) and not os.path.isdir(os.path.join(resumable, "checkpoints", "superseded")),
                   f"ranks launched with {name}: the checkpoints left as they were")
 
+    # Values that differ past the shown length are shown from a little before their difference (cut
+    # at 80 characters from the start, two values differing later read the same).
+    parts = []
+    for tail in ("tail A", "tail B"):
+        parts += [":"] if parts else []
+        parts += ["-np", "1", binary, "train", "--config", base, "--run-dir", os.path.join(work, "long_values"),
+                  "--set", f'log.sample_prompt="{"x" * 100}{tail}"']
+    p = subprocess.run(launcher + parts, capture_output=True, text=True, timeout=120, env=env)
+    lines = errors(p.stdout + p.stderr)
+    check(p.returncode == 2 and len(lines) == 1 and "ranks disagree on log.sample_prompt:" in lines[0] and
+          'xtail A" on rank 0' in lines[0] and 'xtail B" on rank 1' in lines[0],
+          f"values differing past 80 characters: the difference shown ({lines})")
+
     # Ranks on other BLAS kernels (OPENBLAS_CORETYPE here, a CPU type on a mixed cluster): refused in
     # deterministic mode, whose bits follow them (a trial's mixed job computed other bits than one
     # rank did, under the banner's promise); outside it, trained. Cores any x86-64 CPU runs.

@@ -116,8 +116,16 @@ IdentityEntries parse(const std::string& text) {
   return out;
 }
 
-std::string shown(const std::string& value) {
-  return value.size() <= kShownChars ? value : value.substr(0, kShownChars) + "...";
+// `value` as a message shows it, kShownChars of it from a little before `differs_at` (where the
+// values compared first differ): cut at kShownChars from its start, two values that differ past
+// it read the same ("NVIDIA RTX 6000 Ada Generation (sm_89), CUDA runtime 12040, cuBLASLt ..."
+// hid the library versions that differed).
+std::string shown(const std::string& value, std::size_t differs_at) {
+  if (value.size() <= kShownChars) return value;
+  constexpr std::size_t kContext = 20;  // characters shown before the difference
+  const std::size_t start = differs_at > kContext ? std::min(differs_at - kContext, value.size() - kShownChars) : 0;
+  return (start > 0 ? "..." : "") + value.substr(start, kShownChars) +
+         (start + kShownChars < value.size() ? "..." : "");
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -351,9 +359,18 @@ void check_ranks_agree(Communicator& comm, const IdentityEntries& mine) {
     if (side == sides.end()) side = sides.insert(sides.end(), {value, {}});
     side->second.push_back(r);
   }
+  std::size_t differs_at = sides.front().first.size();  // the values' common start
+  for (const auto& side : sides) {
+    const std::string& v = side.first;
+    differs_at = std::min<std::size_t>(
+        differs_at,
+        std::mismatch(v.begin(), v.begin() + std::min(v.size(), differs_at), sides.front().first.begin()).first -
+            v.begin());
+  }
   std::string message = fmt::format("ranks disagree on {}:", key);
   for (std::size_t i = 0; i < sides.size(); ++i) {
-    message += fmt::format("{} {} on {}", i > 0 ? "," : "", shown(sides[i].first), rank_list(sides[i].second));
+    message +=
+        fmt::format("{} {} on {}", i > 0 ? "," : "", shown(sides[i].first, differs_at), rank_list(sides[i].second));
   }
   fail_on_every_rank(
       comm,

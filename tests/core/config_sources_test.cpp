@@ -176,7 +176,8 @@ TEST(ConfigSources, ThreadsPastTheCoresAreWarnedAbout) {
   const std::string kept_policy = policy == nullptr ? "" : policy;
   ::unsetenv("OMP_WAIT_POLICY");
   ::setenv("LOCAL_WORLD_SIZE", "2", 1);
-  const std::string over = fmt::format("train.num_threads={}", cores);
+  // At least 2: one thread a rank is never warned about (2 ranks of 2 threads pass a 1-core node).
+  const std::string over = fmt::format("train.num_threads={}", std::max(2, cores));
   const RunConfig crowded = load_run_config(path, {over});
   const RunConfig fitting = load_run_config(path, {fmt::format("train.num_threads={}", std::max(1, cores / 2))});
   const RunConfig derived = load_run_config(path, {});
@@ -198,7 +199,7 @@ TEST(ConfigSources, ThreadsPastTheCoresAreWarnedAbout) {
       fmt::format("train.num_threads = {} (given in --set {}) on each of this node's 2 rank(s) asks for {} "
                   "threads on its {} cores: OpenMP's spinning waits can make the steps several times slower; leave "
                   "train.num_threads out ({} a rank here) or set OMP_WAIT_POLICY=passive",
-                  cores, over, 2 * cores, cores, std::max(1, cores / 2)));
+                  std::max(2, cores), over, 2 * std::max(2, cores), cores, std::max(1, cores / 2)));
   EXPECT_TRUE(fitting.warnings.empty());
   EXPECT_TRUE(derived.warnings.empty());  // the count it derives fits
   EXPECT_TRUE(cuda.warnings.empty());

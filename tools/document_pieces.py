@@ -6,13 +6,14 @@ tokens must be the tokens of the whole.
 Byte-pair merges never cross the pre-tokenizer's pieces, so a cut where a pre-token ends leaves the
 tokens as they were: a cut goes just before a whitespace character that follows a non-whitespace
 one (the start of a " word" or of a line break, where regex pre-tokenizers such as GPT-2's and
-Llama 3's begin a new pre-token), and only where the pre-tokenizer ends one there and the text
-around it, WINDOW characters each side, encodes to the same tokens whole as in its two halves (a
-normaliser, or a pre-tokenizer that marks a text's start, would change them). A tokenizer without a
+Llama 3's begin a new pre-token), and only where the pre-tokenizer, run on the text as the
+normaliser leaves it, ends one there (a normaliser that changes the window's length cuts nowhere in
+it), and the text around it, WINDOW characters each side, encodes to the same tokens whole as in its
+two halves (a pre-tokenizer that marks a text's start would change them). A tokenizer without a
 pre-tokenizer cuts nowhere (its merges may run across any space, with context further back than
 any window), except a vocabulary of single characters (a BPE without merges, as `ckpt export
---format hf` writes a char-level run's), whose tokens are its characters wherever it is cut. A
-document with no such cut is refused by name (prepare_tokens.py)."""
+--format hf` writes a char-level run's), whose tokens are its characters: it is cut at the piece's
+length, whitespace or not. A document with no such cut is refused by name (prepare_tokens.py)."""
 import json
 
 WINDOW = 256  # characters each side of a cut encoded to check it
@@ -40,7 +41,13 @@ class Cutter:
         the window encodes to the same tokens whole as in two halves."""
         start, end = max(0, cut - WINDOW), min(len(text), cut + WINDOW)
         if self.by_pre_tokens:
-            ends = {start + e for _, (_, e) in self.tok.pre_tokenizer.pre_tokenize_str(text[start:end])}
+            window = text[start:end]
+            # The pre-tokenizer sees the normaliser's text (spaces replaced, say, by U+0120: no
+            # boundary there at all); offsets hold only where the length is kept.
+            normalised = self.tok.normalizer.normalize_str(window) if self.tok.normalizer is not None else window
+            if len(normalised) != len(window):
+                return False
+            ends = {start + e for _, (_, e) in self.tok.pre_tokenizer.pre_tokenize_str(normalised)}
             if cut not in ends:
                 return False
         return self._ids(text[start:end]) == self._ids(text[start:cut]) + self._ids(text[cut:end])
@@ -48,6 +55,11 @@ class Cutter:
     def cut_before(self, text, at, lowest):
         """The last cut at or before `at`, and after `lowest`, that the tokenizer agrees with; None if
         none within MOST_TRIES checks."""
+        if self.characters:  # any position: its tokens are its characters
+            for p in range(at, max(lowest, at - MOST_TRIES), -1):
+                if self.agrees(text, p):
+                    return p
+            return None
         p = at
         for _ in range(MOST_TRIES):
             p = max(text.rfind(c, lowest + 1, p + 1) for c in (" ", "\n", "\t", "\r"))

@@ -195,6 +195,20 @@ def main():
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                   "vocab": {"a": 0, "\u0120": 1, "b": 2, "a\u0120": 3, "a\u0120b": 4},
                   "merges": ["a \u0120", "a\u0120 b"]}}))
+    # The same merges behind a pre-tokenizer that splits on whitespace, which the normaliser has
+    # replaced: the raw text's boundary is none (a cut there took "a" + U+0120's merge apart).
+    normalised = json.loads(crossing.to_str())
+    normalised["pre_tokenizer"] = {"type": "WhitespaceSplit"}
+    normalised["model"]["vocab"]["aa"] = 5
+    normalised["model"]["merges"] = ["a a"] + normalised["model"]["merges"]
+    behind = Tokenizer.from_str(json.dumps(normalised))
+    check(document_pieces.pieces(document_pieces.Cutter(behind), "b" * 300 + " " + "a" * 301 + " " + "b" * 300,
+                                 700) is None, "no cut where the normaliser took the pre-tokenizer's boundary away")
+    # A vocabulary of single characters is cut at the piece's length, whitespace or not (CJK).
+    chars_only = character_tokenizer(["a", "b", "c"])
+    cut_chars = document_pieces.pieces(document_pieces.Cutter(chars_only), "abc" * 100, 50)
+    check(cut_chars is not None and [len(c) for c in cut_chars] == [50] * 6,
+          f"a character vocabulary cut without whitespace ({[len(c) for c in cut_chars or []]})")
     spaced = "word " * 800 + " " * 5000 + "word " * 400  # a cut at 6000 falls 2000 spaces into the run
     runs = document_pieces.pieces(document_pieces.Cutter(tok), spaced, 6000)
     check(document_pieces.pieces(document_pieces.Cutter(crossing), "a b" * 20, 10) is None and

@@ -37,8 +37,9 @@ struct ZeroOptions {
                                   // instead of the working dtype
   // Stages 0-1 on more than one rank reduce every micro-batch's gradient (through a pending buffer,
   // as stages 2-3 must) instead of the sum after the last one, so that every stage adds the same
-  // terms in the same order and rounds them once: set from train.deterministic under hybrid
-  // sharding with grad_accum > 1 or bf16 gradients (not a config key).
+  // terms in the same order and rounds them once: set under hybrid sharding, in deterministic mode
+  // with grad_accum > 1 or bf16 gradients, otherwise with bf16 gradients at grad_accum 1
+  // (zero_section.cpp; not a config key).
   bool reduce_every_micro_batch = false;
   // train.deterministic without hybrid sharding (not a config key): the same bits at any rank
   // count (docs/zero_memory.md, "The same bits at any rank count"). Every micro-batch's gradient of

@@ -30,9 +30,10 @@ std::int64_t cuda_device_free_bytes(int index);
 // One line on the CUDA backend for `zerotrain version`: built or not, and the devices visible.
 std::string cuda_backend_summary();
 // What a deterministic run's bits follow on CUDA device `index` beside its config, as a checkpoint
-// records it: the GPU's model and compute capability, and the versions of the CUDA runtime,
-// cuBLASLt (whose heuristic picks each product's algorithm by them) and cuDNN, e.g. "NVIDIA H100
-// 80GB HBM3 (sm_90), CUDA runtime 12040, cuBLASLt 120403, cuDNN 90100". "" in a build without CUDA.
+// records it: the GPU's model, compute capability and SMs, and the versions of the CUDA runtime,
+// cuBLASLt (whose heuristic picks each product's algorithm by them) and cuDNN (its attention's), e.g.
+// "NVIDIA H100 80GB HBM3 (sm_90), 132 SMs, CUDA runtime 12040, cuBLASLt 120403, cuDNN 90100". ""
+// in a build without CUDA.
 std::string cuda_kernels_identity(int index);
 // The GPU of the rank with index `local_rank` among its node's ranks: one GPU per rank, wrapping
 // when a node runs more ranks than it shows GPUs; 0 when it shows none (ComputeBackend refuses).

@@ -78,7 +78,11 @@ std::string cuda_kernels_identity(int index) {
   } catch (const std::exception&) {  // the products will refuse to run, saying why
     cublaslt = "no cuBLASLt";
   }
-  return fmt::format("{}, CUDA runtime {}, {}, {}", cuda::device_description(index), runtime, cublaslt,
+  // The SMs too: cuBLASLt's heuristic weighs them, and MPS or a MIG slice runs the same model with
+  // fewer.
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index) != cudaSuccess) cudaGetLastError();
+  return fmt::format("{}, {} SMs, CUDA runtime {}, {}, {}", cuda::device_description(index), sms, runtime, cublaslt,
                      cuda::cudnn_library_version());
 }
 

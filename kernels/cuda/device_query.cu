@@ -26,7 +26,10 @@ std::string device_count_error() {
 std::string device_description(int index) {
   cudaDeviceProp prop{};
   const cudaError_t err = cudaGetDeviceProperties(&prop, index);
-  if (err != cudaSuccess) return cudaGetErrorString(err);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // not left pending for the next call to find (a run's identity asks before its checks)
+    return cudaGetErrorString(err);
+  }
   return fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
 }
 

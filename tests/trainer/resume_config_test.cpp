@@ -240,13 +240,21 @@ TEST(ResumeTrajectory, DeterministicBitsOnAnotherGpuOrDeviceAreSaid) {
   const std::vector<std::string> other = deterministic_bit_changes(now.to_json(), 1, now, a100, h100);
   ASSERT_EQ(other.size(), 1u);
   EXPECT_EQ(other[0], "the GPU and its libraries: " + a100 + " -> " + h100 +
-                          " (cuBLASLt's heuristic picks each product's algorithm by them)");
+                          " (cuBLASLt's heuristic picks each product's algorithm by them, and cuDNN its attention's "
+                          "kernels)");
   EXPECT_TRUE(deterministic_bit_changes(now.to_json(), 1, now, h100, h100).empty());
-  // A CPU run's checkpoint resumed on a GPU: the device says it, whatever either recorded.
-  const std::vector<std::string> moved =
-      deterministic_bit_changes(parse_run_config(doc, "t.json").to_json(), 1, now, "", h100);
-  ASSERT_EQ(moved.size(), 1u);
-  EXPECT_EQ(moved[0], "device: cpu -> cuda (other kernels round the products' last bits their own way)");
+  // A CPU run's checkpoint resumed on a GPU: the device says it, whatever either recorded (the
+  // saved string is the other device's key's, and a config from before device was recorded reads
+  // as the CPU's).
+  const nlohmann::json on_cpu = parse_run_config(doc, "t.json").to_json();
+  for (const std::string& saved_kernels : {std::string(), cpu_blas_description().kernels()}) {
+    const std::vector<std::string> moved = deterministic_bit_changes(on_cpu, 1, now, saved_kernels, h100);
+    ASSERT_EQ(moved.size(), 1u);
+    EXPECT_EQ(moved[0], "device: cpu -> cuda (other kernels round the products' last bits their own way)");
+  }
+  nlohmann::json unrecorded = on_cpu;
+  unrecorded.erase("device");
+  EXPECT_EQ(deterministic_bit_changes(unrecorded, 1, now, "", h100).size(), 1u);
 }
 
 // Another multiple-choice file (or one added, or dropped) is an evaluation change: said, its

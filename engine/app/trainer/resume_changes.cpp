@@ -285,7 +285,7 @@ std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, 
                           ? fmt::format("the BLAS kernels: {} -> {} (each rounds a product's last bits its own way)",
                                         saved_kernels, now_kernels)
                           : fmt::format("the GPU and its libraries: {} -> {} (cuBLASLt's heuristic picks each "
-                                        "product's algorithm by them)",
+                                        "product's algorithm by them, and cuDNN its attention's kernels)",
                                         saved_kernels, now_kernels));
   }
   return changes;

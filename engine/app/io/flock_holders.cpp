@@ -9,7 +9,9 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace zt {
@@ -31,6 +33,18 @@ std::string command_line(long pid) {
   return text;
 }
 
+// Whether process `pid` has the file of `st` open: /proc/locks names the process that took a lock,
+// which may have exited since and left it to a child that inherited the descriptor (or reused pid).
+bool has_open(long pid, const struct stat& st) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/fd", pid), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    struct stat open {};
+    if (::stat(it->path().c_str(), &open) == 0 && open.st_dev == st.st_dev && open.st_ino == st.st_ino) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::string> flock_holders(const std::string& path) {
@@ -41,7 +55,9 @@ std::vector<std::string> flock_holders(const std::string& path) {
   // hex); a waiter's line has "->" after its number and holds nothing.
   std::ifstream locks("/proc/locks");
   const long self = static_cast<long>(::getpid());
-  for (std::string line; std::getline(locks, line) && holders.size() < kMostHolders;) {
+  std::set<long> seen;
+  std::size_t more = 0;  // past kMostHolders
+  for (std::string line; std::getline(locks, line);) {
     std::istringstream fields(line);
     std::string number, kind, advisory, mode, where;
     long pid = 0;
@@ -50,10 +66,15 @@ std::vector<std::string> flock_holders(const std::string& path) {
     unsigned long long inode = 0;
     if (std::sscanf(where.c_str(), "%x:%x:%llu", &major_id, &minor_id, &inode) != 3) continue;
     if (inode != st.st_ino || major_id != major(st.st_dev) || minor_id != minor(st.st_dev)) continue;
-    if (pid <= 0 || pid == self) continue;
+    if (pid <= 0 || pid == self || !seen.insert(pid).second || !has_open(pid, st)) continue;
+    if (holders.size() == kMostHolders) {
+      ++more;
+      continue;
+    }
     const std::string command = command_line(pid);
     holders.push_back(command.empty() ? fmt::format("pid {}", pid) : fmt::format("pid {} ({})", pid, command));
   }
+  if (more > 0) holders.push_back(fmt::format("{} more", more));
   return holders;
 }
 

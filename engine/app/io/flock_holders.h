@@ -7,9 +7,11 @@
 
 namespace zt {
 
-// The processes /proc/locks shows holding a flock on `path` (matched by its device and inode), as
-// "pid N (COMMAND LINE)", this process left out, at most 4; empty where none shows (a holder in
-// another pid namespace may show none, and a system without /proc/locks tells nothing).
+// The processes /proc/locks shows holding a flock on `path` (matched by its device and inode) that
+// still have it open, as "pid N (COMMAND LINE)", each once, this process left out, at most 4 (then
+// "N more"); empty where none shows (a holder in another pid namespace or of another user may show
+// none, a locker that exited leaving it to a child is not named, and a system without /proc/locks
+// tells nothing).
 std::vector<std::string> flock_holders(const std::string& path);
 
 // " by pid N (COMMAND LINE), ..." for a message ("... is held by pid N (...)"), "" where

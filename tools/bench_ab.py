@@ -121,7 +121,8 @@ def main():
         row["b_over_a_ms_by_repeat"] = [b["ms"] / a["ms"] for a, b in zip(got["a"], got["b"])]
         rows.append(row)
     competition = cpu_competition(started)
-    warning = "warning: " + load_warning(competition) if load_warning(competition) else ""
+    loaded = load_warning(competition)
+    warning = "warning: " + loaded if loaded else ""
     commit = head_commit(short=True) or "unknown"
     # The commit each binary was built from, as it reports it ("+dirty": built with uncommitted changes);
     # the checkout's HEAD (`commit`) need not be either.

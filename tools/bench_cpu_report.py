@@ -61,8 +61,8 @@ def load_warning(competition):
 def warnings(r):
     """Conditions that make the numbers unreliable or not comparable, said next to the table."""
     found = []
-    if load_warning(r["machine"]["cpu_competition"]):
-        found.append(load_warning(r["machine"]["cpu_competition"]))
+    if loaded := load_warning(r["machine"]["cpu_competition"]):
+        found.append(loaded)
     over = over_peak(r)
     if over:
         found.append(f"the sgemm peak ({r['sgemm']['gflops']:.1f} GFLOP/s) is below what "

@@ -9,7 +9,8 @@ one (the start of a " word" or of a line break, where regex pre-tokenizers such 
 Llama 3's begin a new pre-token), and only where the pre-tokenizer, run on the text as the
 normaliser leaves it, ends one there (a normaliser that changes the window's length cuts nowhere in
 it), and the text around it, WINDOW characters each side, encodes to the same tokens whole as in its
-two halves (a pre-tokenizer that marks a text's start would change them). A tokenizer without a
+two halves (a pre-tokenizer that marks a text's start would change them; the window reaches past
+any whitespace run at its edges, which a normaliser that strips a text's ends would otherwise hide). A tokenizer without a
 pre-tokenizer cuts nowhere (its merges may run across any space, with context further back than
 any window), except a vocabulary of single characters (a BPE without merges, as `ckpt export
 --format hf` writes a char-level run's), whose tokens are its characters: it is cut at the piece's
@@ -40,6 +41,13 @@ class Cutter:
         """Whether a cut at `cut` leaves the tokens around it as they are: a pre-token ends there, and
         the window encodes to the same tokens whole as in two halves."""
         start, end = max(0, cut - WINDOW), min(len(text), cut + WINDOW)
+        # Past any whitespace run at the window's edges: a window ending inside one reads the same
+        # whole and halved to a normaliser that strips a text's ends (Strip), though the real piece
+        # after the cut starts with the run and loses it.
+        while end < len(text) and text[end - 1].isspace():
+            end += 1
+        while start > 0 and text[start].isspace():
+            start -= 1
         if self.by_pre_tokens:
             window = text[start:end]
             # The pre-tokenizer sees the normaliser's text (spaces replaced, say, by U+0120: no

@@ -30,9 +30,10 @@ shards, and counted in one line. Bad input: one line, exit 2. Needs the `tokeniz
 usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
                          [--jsonl-key text] [--eot TOKEN] [--max-document-chars N] [--no-progress]
                          INPUT [INPUT ...]
-  INPUT: .txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)
-  A document past --max-document-chars is encoded in pieces cut where its tokens stay the whole's
-  (tools/document_pieces.py).
+  INPUT: .txt files (each one document, its bytes as they are: CRLF line ends kept) or .jsonl files
+  (one document per line, under --jsonl-key). A tokenizer.json's truncation, padding and BPE dropout
+  are turned off (said in a note). A document past --max-document-chars is encoded in pieces cut
+  where its tokens stay the whole's (tools/document_pieces.py).
 """
 import contextlib
 import functools
@@ -84,7 +85,7 @@ def documents(paths, key):
 def documents_of(path, key):
     """Yields (where it is, text, the bytes read for it) for every document of one input."""
     if not path.endswith(".jsonl"):
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", newline="") as f:  # line ends as written (the default made CRLF LF)
             text = f.read()
         yield path, text, len(text.encode("utf-8"))
         return
@@ -188,6 +189,22 @@ def run(argv, signals):
         tok = Tokenizer.from_file(args.tokenizer)
     except Exception as e:  # the library raises its own exception types
         fail(f"{args.tokenizer}: not a tokenizer.json ({str(e).splitlines()[0]})")
+    # What a tokenizer.json may set for batches of model inputs, not for a corpus: truncation cut
+    # each document to its length and padding filled short ones with pad ids (an id the delimiter's
+    # too, once), both in silence, and BPE dropout drew other tokens each run. Turned off, and said.
+    turned_off = []
+    if tok.truncation is not None:
+        turned_off.append(f"truncation to {tok.truncation['max_length']} tokens")
+        tok.no_truncation()
+    if tok.padding is not None:
+        turned_off.append("padding")
+        tok.no_padding()
+    if getattr(tok.model, "dropout", None):
+        turned_off.append(f"BPE dropout {tok.model.dropout:g}")
+        tok.model.dropout = None
+    if turned_off:
+        print(f"note: {args.tokenizer}'s {', '.join(turned_off)} turned off: every document is encoded whole, "
+              "the same tokens each run")
     # Ids, not entries: a tokenizer's ids may skip numbers, and the shard's dtype must hold its largest.
     vocab = max(tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
     eot_name = args.eot or next((t for t in EOT_CANDIDATES if tok.token_to_id(t) is not None), None)

@@ -6,7 +6,10 @@
     tokens decode back to the document;
   * a document past --max-document-chars is encoded in pieces and its shards are the whole's, byte
     for byte (a byte-level BPE's and a character vocabulary's); a tokenizer whose tokens cross a
-    space is cut only where they do not, and a document it cannot cut is refused in one line;
+    space is cut only where they do not, and a document it cannot cut is refused in one line; a
+    normaliser that strips a text's ends is never cut beside a long whitespace run; a
+    tokenizer.json's truncation, padding and BPE dropout are turned off and said; a .txt keeps its
+    CRLF and CR line ends;
   * a set whose globs would take another set's shards (NAME "d" beside "d_val", "data" beside
     "data_train") is refused in one line, every shard kept (preparing "data" after "data_train"
     deleted data_train's); sets whose globs do not overlap live side by side;
@@ -215,6 +218,57 @@ def main():
           document_pieces.pieces(document_pieces.Cutter(crossing), "a bb " * 20, 12) is None and
           runs is not None and "".join(runs) == spaced,
           f"no cut where merges may cross spaces; a long whitespace run passed ({[len(r) for r in runs or []]})")
+
+    def shard_tokens(folder):  # in the order written: the validation shard first
+        names = sorted((f for f in os.listdir(folder) if f.endswith(".bin")), key=lambda f: f.split("_")[-1]) \
+            if os.path.isdir(folder) else []
+        return [t for n in names for t in read_shard(os.path.join(folder, n))]
+
+    # A normaliser that strips a text's ends (Strip) beside a whitespace run longer than the window
+    # at a cut: the window reaches past the run, so that cut is refused and the shards are the
+    # whole's (both halves of a window inside the run read the same, and the piece after the cut
+    # lost its 300 spaces).
+    stripping = json.loads(tok.to_str())
+    stripping["normalizer"] = {"type": "Strip", "strip_left": True, "strip_right": True}
+    strip_tok = os.path.join(work, "strip", "tokenizer.json")
+    os.makedirs(os.path.dirname(strip_tok))
+    with open(strip_tok, "w") as f:
+        json.dump(stripping, f)
+    strip_doc = os.path.join(work, "strip_doc.txt")
+    with open(strip_doc, "w") as f:
+        f.write("word " * 60 + "end" + " " * 300 + "next")
+    p = prepare(os.path.join(work, "strip_whole"), "--shard-tokens", "20", strip_doc, tokenizer=strip_tok)
+    q = prepare(os.path.join(work, "strip_pieced"), "--shard-tokens", "20", "--max-document-chars", "400", strip_doc,
+                tokenizer=strip_tok)
+    whole_ids, pieced_ids = shard_tokens(os.path.join(work, "strip_whole")), shard_tokens(os.path.join(work, "strip_pieced"))
+    check(p.returncode == 0 and (q.returncode == 2 or (whole_ids and pieced_ids == whole_ids)),
+          f"a stripping normaliser: pieced shards the whole's, or refused ({len(whole_ids)} vs {len(pieced_ids)} "
+          f"tokens; {q.stderr.strip()[-200:]})")
+    # Truncation, padding and BPE dropout set in a tokenizer.json act on model inputs, not a corpus:
+    # turned off and said (each document was cut to the truncation's length, or padded, in silence).
+    batched = json.loads(tok.to_str())
+    batched["truncation"] = {"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0}
+    batched["padding"] = {"strategy": {"Fixed": 64}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                          "pad_type_id": 0, "pad_token": "<|endoftext|>"}
+    batched["model"]["dropout"] = 0.5
+    batched_tok = os.path.join(work, "batched", "tokenizer.json")
+    os.makedirs(os.path.dirname(batched_tok))
+    with open(batched_tok, "w") as f:
+        json.dump(batched, f)
+    p = prepare(os.path.join(work, "batched_out"), jsonl, tokenizer=batched_tok)
+    q = prepare(os.path.join(work, "plain_out"), jsonl)
+    check(p.returncode == 0 and q.returncode == 0 and
+          shard_tokens(os.path.join(work, "batched_out")) == shard_tokens(os.path.join(work, "plain_out")) and
+          "truncation to 8 tokens, padding, BPE dropout 0.5 turned off" in p.stdout,
+          f"truncation, padding and dropout turned off and said ({p.stdout.strip()[:300]})")
+    # A .txt document's line ends as written: CRLF and CR were read as LF.
+    crlf = os.path.join(work, "crlf.txt")
+    with open(crlf, "wb") as f:
+        f.write(b"line one\r\nline two\rthree\r\n" * 20)
+    p = prepare(os.path.join(work, "crlf_out"), crlf)
+    ids = shard_tokens(os.path.join(work, "crlf_out"))
+    check(p.returncode == 0 and tok.decode([t for t in ids if t != eot]) == "line one\r\nline two\rthree\r\n" * 20,
+          f"a .txt document's CRLF and CR kept ({tok.decode(ids)[:60]!r})")
 
     # Sets whose globs overlap, either way round; and two that do not.
     for first, second in (("data_train", "data"), ("d", "d_val")):

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "engine/app/config/run_config.h"
+#include "engine/app/trainer/run_memory.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 #include "engine/base/core/config_text.h"
@@ -643,6 +644,27 @@ TEST(RunConfig, DeterministicHybridShardingIsRefusedOnNccl) {
   EXPECT_NO_THROW(parse_run_config(doc, "x.json", 2)) << "a group of all the ranks is not hybrid";
   doc["train"]["deterministic"] = false;
   EXPECT_NO_THROW(parse_run_config(doc, "x.json", 4));
+}
+
+// A group of every rank is the flat world ("0 (or N)"): read as 0 and said, so the store holds what
+// the flat one does (at g = N stages 2-3 kept an fp32 reduced-shard buffer the flat store does not).
+TEST(RunConfig, AShardGroupOfEveryRankIsReadAsNone) {
+  nlohmann::json doc = base();
+  doc["zero"] = {{"stage", 2}, {"shard_group_size", 4}};
+  const RunConfig all = parse_run_config(doc, "x.json", 4);
+  EXPECT_EQ(all.zero.shard_group_size, 0);
+  EXPECT_EQ(all.to_json()["zero"]["shard_group_size"], 0);
+  EXPECT_NE(std::find(all.derived.begin(), all.derived.end(),
+                      "zero.shard_group_size = 0 (the 4 given is every rank: no hybrid sharding)"),
+            all.derived.end());
+  doc["zero"]["shard_group_size"] = 0;
+  const RunConfig flat = parse_run_config(doc, "x.json", 4);
+  for (int stage = 0; stage < 4; ++stage) {
+    EXPECT_EQ(predict_run_memory(all, stage, 4).total_bytes(), predict_run_memory(flat, stage, 4).total_bytes())
+        << "stage " << stage;
+  }
+  doc["zero"]["shard_group_size"] = 2;  // a real group of 2 on 4 ranks stays
+  EXPECT_EQ(parse_run_config(doc, "x.json", 4).zero.shard_group_size, 2);
 }
 
 TEST(NearestKey, SuggestsOnlyCloseMatches) {

@@ -128,6 +128,14 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
   z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32", "f32"}) != "working";
   z.solo_path = r.get_bool("solo_path", z.solo_path);
   z.shard_group_size = r.get_int("shard_group_size", 0, 0, 1 << 20);
+  // A group of every rank is no hybrid ("0 (or N)"): read as 0, and said, so that nothing treats it
+  // as one (the stage policy sees the store's world, where g = N and a real group of g look alike:
+  // stages 2-3 held an fp32 reduced-shard buffer the flat store does not, 4.6 KiB on a tiny model).
+  if (z.shard_group_size != 0 && z.shard_group_size == c.world_size) {
+    c.derived.push_back(
+        fmt::format("zero.shard_group_size = 0 (the {} given is every rank: no hybrid sharding)", z.shard_group_size));
+    z.shard_group_size = 0;
+  }
   const std::string gather = r.get_enum("gather_dtype", "param", {"param", "int8"});
   z.gather_wire = gather == "int8" ? WireDType::kInt8 : WireDType::kExact;
   const std::string across = r.get_enum("cross_group_grad_dtype", "fp32", {"fp32", "f32", "bf16", "int8"});

@@ -3,7 +3,7 @@
 # the lent GPU machine's image lacks (it has CUDA, CMake, ninja and PyTorch, but not fmt,
 # nlohmann-json, GoogleTest, zlib's headers or OpenBLAS, and nothing can be fetched there) into
 # .gpu_deps/ (ignored by git). Carry that folder in each device call; tools/gpu_session.sh
-# unpacks it into /tmp there. About 16 MB. No root needed, nothing is installed here.
+# unpacks it into /tmp there. About 13 MB. No root needed, nothing is installed here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(

@@ -61,8 +61,8 @@ mkdir -p .gpu_build
 [ -x "$llmc_dir/train_gpt2cu" ] && cp "$llmc_dir/train_gpt2cu" .gpu_build/
 echo "$PWD/$build" >.gpu_build/build_dir
 # What the binaries were built from, file by file (checked by tools/gpu_session.sh).
-git ls-files -z '*.cpp' '*.h' '*.cu' '*.cuh' '*CMakeLists.txt' '*.cmake' | xargs -0 sha256sum >.gpu_build/source_sums
-dirty=$(git status --porcelain --untracked-files=no -- '*.cpp' '*.h' '*.cu' '*.cuh' '*CMakeLists.txt' '*.cmake')
+git ls-files -z '*.cpp' '*.h' '*.inc' '*.cu' '*.cuh' '*CMakeLists.txt' '*.cmake' | xargs -0 sha256sum >.gpu_build/source_sums
+dirty=$(git status --porcelain --untracked-files=no -- '*.cpp' '*.h' '*.inc' '*.cu' '*.cuh' '*CMakeLists.txt' '*.cmake')
 {
   echo "commit: $(git rev-parse HEAD)${dirty:+ + uncommitted changes to sources}"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), $(g++ --version | head -1), in $((SECONDS - started)) s"

@@ -64,22 +64,34 @@ warm_autotune=0
 setup_reserve=30  # unpacking, the pack check, the machine facts
 phases=()
 declare -A budget
+usage() {
+  echo "usage: tools/gpu_session.sh [--limit SECONDS] [--warm-autotune] PHASE[=SECONDS] ... (phases: ${!default_budget[*]})${1:+: $1}" >&2
+  exit 2
+}
+# Counts refused here, before a device minute goes: a word where a number belongs passed the plan
+# check and ended the session mid-way (an unbound variable), after its set-up or its phases.
+whole_seconds() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --limit) limit=$2; shift 2 ;;
+    --limit)
+      [ $# -ge 2 ] && whole_seconds "$2" || usage "--limit takes whole seconds (got '${2:-}')"
+      limit=$2
+      shift 2 ;;
     --warm-autotune) warm_autotune=1; shift ;;
     *)
       name=${1%%=*}
-      if [ -z "${default_budget[$name]:-}" ]; then
-        echo "usage: tools/gpu_session.sh [--limit SECONDS] PHASE[=SECONDS] ... (phases: ${!default_budget[*]})" >&2
-        exit 2
-      fi
+      [ -n "${default_budget[$name]:-}" ] || usage "no phase '$name'"
+      [ -z "${budget[$name]:-}" ] || usage "phase $name given twice"
       phases+=("$name")
       budget[$name]=$([ "$1" != "$name" ] && echo "${1#*=}" || echo "${default_budget[$name]}")
+      whole_seconds "${budget[$name]}" || usage "$name takes whole seconds (got '${budget[$name]}')"
       shift ;;
   esac
 done
-[ ${#phases[@]} -gt 0 ] || { echo "usage: tools/gpu_session.sh [--limit SECONDS] PHASE[=SECONDS] ..." >&2; exit 2; }
+whole_seconds "$limit" || usage "ZT_SESSION_SECONDS takes whole seconds (got '$limit')"
+# The device tool runs a command 600 s at the most; past it the session would be cut, not planned.
+[ "$limit" -le 600 ] || usage "--limit $limit is past the 600 s a device command may run"
+[ ${#phases[@]} -gt 0 ] || usage "no phase given"
 total=$setup_reserve
 plan="set-up $setup_reserve s"
 for p in "${phases[@]}"; do
@@ -125,6 +137,7 @@ visible_gpus() {
 }
 
 # ZT_COMMIT=<hash> names the commit: the tree travels without .git.
+ZT_COMMIT_GIVEN=${ZT_COMMIT:-}
 commit=${ZT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 export ZT_COMMIT=$commit
 # A GPU test that finds no device fails here instead of skipping (a driver older than the toolkit
@@ -183,8 +196,18 @@ if [ "$commit" != unknown ] && [ ${#commit} -ge 7 ] && [ "${packed_commit#"$comm
   export ZT_COMMIT=$commit
 fi
 if [ "$commit" != unknown ] && [ "$commit" != "$packed_commit" ]; then
-  note "refused: ZT_COMMIT is $commit but the pack was built at $packed_commit; re-pack at HEAD"
+  if [ -n "${ZT_COMMIT_GIVEN:-}" ]; then
+    note "refused: ZT_COMMIT is $commit but the pack was built at $packed_commit; re-pack at HEAD"
+  else  # the tree's .git, carried from an older checkout, names another commit than the pack's
+    note "refused: ZT_COMMIT was not given, and this tree's git names $commit where the pack was built at $packed_commit; pass ZT_COMMIT=$packed_commit (the pack's .gpu_build/commit)"
+  fi
   exit 2
+fi
+# No commit named and no git to tell one: the pack's, whose sources were checked file by file above.
+if [ "$commit" = unknown ]; then
+  commit=$packed_commit
+  export ZT_COMMIT=$commit
+  echo "commit: $commit (the pack's; no ZT_COMMIT given and no git here)" >>"$summary"
 fi
 
 # The carried packages, unpacked where nothing of the image is touched.
@@ -225,6 +248,17 @@ for lib in libcudart.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
   fi
 done
 python=${ZT_SESSION_PYTHON:-$(command -v python3)}  # the python3 that holds PyTorch and numpy
+# A machine with no GPU to see, or no PyTorch to time against: refused now, where every phase
+# failed in turn and the call was spent for nothing.
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  note "refused: no GPU visible (nvidia-smi -L lists none${gpu_name:+; it named $gpu_name}): nothing here can run"
+  exit 2
+fi
+if ! torch_facts=$("$python" -c 'import numpy, torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1); then
+  note "refused: $python has no PyTorch or numpy ($(echo "$torch_facts" | tail -1)); set ZT_SESSION_PYTHON to one that has"
+  exit 2
+fi
+echo "session python: $python $torch_facts" >>"$summary"
 # torch.compile's caches for the PyTorch anchors: seeded from the last lease's on this kind of GPU
 # (committed under tools/torch_compile_cache/), so a hit skips their compile (max-autotune's minutes).
 # In the tree, not /tmp: ignored folders there stay between the calls of a warm machine.

@@ -62,6 +62,18 @@ def main():
           f"--warm-autotune is an option, not a phase: the same plan, refused on its budgets ({rc}: {err.strip()[-200:]})")
     rc, text, err = session(root, out, "tests", "warp")
     check(rc == 2 and "usage" in err, f"an unknown phase is refused with the usage line ({rc}: {err.strip()})")
+    # Counts that are no whole seconds, a phase twice, a limit past a device command's 600 s: refused
+    # before any set-up (a word passed the plan check and ended the session mid-way).
+    for args, said in ((["--limit", "abc", "tests=5"], "--limit takes whole seconds (got 'abc')"),
+                       (["--limit"], "--limit takes whole seconds (got '')"),
+                       (["tests=abc"], "tests takes whole seconds (got 'abc')"),
+                       (["tests=-100"], "tests takes whole seconds (got '-100')"),
+                       (["tests="], "tests takes whole seconds (got '')"),
+                       (["tests=60", "tests=60"], "phase tests given twice"),
+                       (["--limit", "5000", "tests=5"], "--limit 5000 is past the 600 s")):
+        rc, text, err = session(root, out, *args)
+        check(rc == 2 and "usage" in err and said in err and not os.path.exists(os.path.join(out, "session.txt")) or
+              rc == 2 and said in err, f"{' '.join(args)}: refused in the usage line ({rc}: {err.strip()[-200:]})")
 
     # A copy of the tree, where packs can be faked.
     tree = os.path.join(work, "tree")
@@ -108,6 +120,26 @@ def main():
     rc, text, _ = session(tree, out, "tests=60", env={"ZT_COMMIT": "a" * 40})
     check(rc == 2 and "no .gpu_deps" in text and "plan:" in text.splitlines()[0],
           f"a matching pack passes every pack check (then needs the carried packages) ({text[-200:]})")
+    # Carried packages (an empty one here): then a machine without a GPU, or a python without
+    # PyTorch, is refused before any phase (each phase failed in turn); with no ZT_COMMIT and no git
+    # in the tree the results take the pack's commit (they were named "unknown").
+    if shutil.which("dpkg-deb"):
+        package = os.path.join(work, "empty_pkg")
+        os.makedirs(os.path.join(package, "DEBIAN"), exist_ok=True)
+        with open(os.path.join(package, "DEBIAN", "control"), "w") as f:
+            f.write("Package: zt-empty\nVersion: 1.0\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n")
+        os.makedirs(os.path.join(tree, ".gpu_deps"), exist_ok=True)
+        subprocess.run(["dpkg-deb", "--build", package, os.path.join(tree, ".gpu_deps", "zt-empty_1.0_all.deb")],
+                       capture_output=True, check=True)
+        no_gpu = {"PATH": os.environ.get("PATH", ""), "ZT_KERNEL_BASELINE": "none"}
+        rc, text, _ = session(tree, out, "tests=60", env=no_gpu)
+        check(rc == 2 and "refused: no GPU visible" in text and f"commit: {'a' * 40} (the pack's" in text,
+              f"no GPU: refused after the pack and packages, the pack's commit taken ({text[-300:]})")
+        with open(os.path.join(fake_bin, "nvidia-smi"), "w") as f:
+            f.write("#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'\n")
+        rc, text, _ = session(tree, out, "tests=60", env=dict(on_h100, ZT_SESSION_PYTHON="/bin/false"))
+        check(rc == 2 and "refused: /bin/false has no PyTorch or numpy" in text,
+              f"a python without PyTorch: refused ({text[-300:]})")
     return checks.finish()
 
 

@@ -171,6 +171,7 @@ fi
   echo "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
   echo "python: $(command -v python3) $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
   echo "kernel baseline: ${kernel_baseline:-none}${ZT_KERNEL_BASELINE:+ (ZT_KERNEL_BASELINE=$ZT_KERNEL_BASELINE)}"
+  echo "bench args: ${ZT_BENCH_ARGS:-none, the defaults of bench_gpu.py}"  # the engines a bench phase timed
 } >>"$summary"
 gpu_state "at start"
 

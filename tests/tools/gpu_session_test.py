@@ -101,8 +101,10 @@ def main():
     chosen = [line for line in text.splitlines() if line.startswith("kernel baseline: ")]
     check(len(chosen) == 1 and chosen[0].split()[2].endswith("gpu_kernels_nvidia_h100_80gb_hbm3.json")
           and "gpu_session_" in chosen[0].split()[2], f"another card's kernel baseline: this card's newest instead ({chosen})")
-    rc, text, _ = session(tree, out, "tests=60", env=dict(on_h100, ZT_KERNEL_BASELINE="none"))
+    rc, text, _ = session(tree, out, "tests=60", env=dict(on_h100, ZT_KERNEL_BASELINE="none",
+                                                          ZT_BENCH_ARGS="--engines zerotrain-s0 pytorch"))
     check("kernel baseline: none" in text, "ZT_KERNEL_BASELINE=none: no kernel baseline")
+    check("bench args: --engines zerotrain-s0 pytorch" in text, "the bench phase's ZT_BENCH_ARGS recorded in session.txt")
     make_pack(tree, "a" * 40, sources)
     with open(os.path.join(tree, "kernels", "ops.cpp"), "a") as f:
         f.write("// edited after packing\n")

@@ -15,6 +15,7 @@ pre-tokenizer cuts nowhere (its merges may run across any space, with context fu
 any window), except a vocabulary of single characters (a BPE without merges, as `ckpt export
 --format hf` writes a char-level run's), whose tokens are its characters: it is cut at the piece's
 length, whitespace or not. A document with no such cut is refused by name (prepare_tokens.py)."""
+import functools
 import json
 
 WINDOW = 256  # characters each side of a cut encoded to check it
@@ -22,14 +23,24 @@ MOST_TRIES = 1000  # cuts checked against the tokenizer before a piece is given 
 
 
 class Cutter:
-    """A tokenizer's rule for cutting documents, read once from its definition."""
+    """A tokenizer's rule for cutting documents, read once from its definition, and only where a
+    document is long enough to cut (the definition of a large vocabulary is slow to write out)."""
 
     def __init__(self, tok):
         self.tok = tok
-        spec = json.loads(tok.to_str())
-        model = spec.get("model") or {}
-        self.by_pre_tokens = spec.get("pre_tokenizer") is not None
-        self.characters = not self.by_pre_tokens and model.get("type") == "BPE" and not model.get("merges")
+
+    @functools.cached_property
+    def _spec(self):
+        return json.loads(self.tok.to_str())
+
+    @functools.cached_property
+    def by_pre_tokens(self):
+        return self._spec.get("pre_tokenizer") is not None
+
+    @functools.cached_property
+    def characters(self):
+        model = self._spec.get("model") or {}
+        return not self.by_pre_tokens and model.get("type") == "BPE" and not model.get("merges")
 
     def can_cut(self):
         return self.by_pre_tokens or self.characters

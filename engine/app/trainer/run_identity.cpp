@@ -359,13 +359,11 @@ void check_ranks_agree(Communicator& comm, const IdentityEntries& mine) {
     if (side == sides.end()) side = sides.insert(sides.end(), {value, {}});
     side->second.push_back(r);
   }
-  std::size_t differs_at = sides.front().first.size();  // the values' common start
-  for (const auto& side : sides) {
-    const std::string& v = side.first;
-    differs_at = std::min<std::size_t>(
-        differs_at,
-        std::mismatch(v.begin(), v.begin() + std::min(v.size(), differs_at), sides.front().first.begin()).first -
-            v.begin());
+  const std::string& first = sides.front().first;
+  std::size_t differs_at = first.size();  // the values' common start
+  for (const auto& [value, ranks] : sides) {
+    const auto common = value.begin() + static_cast<std::ptrdiff_t>(std::min(value.size(), differs_at));
+    differs_at = static_cast<std::size_t>(std::mismatch(value.begin(), common, first.begin()).first - value.begin());
   }
   std::string message = fmt::format("ranks disagree on {}:", key);
   for (std::size_t i = 0; i < sides.size(); ++i) {

@@ -45,7 +45,8 @@
 # sums differ from this tree (built from other sources), or that names another commit than ZT_COMMIT.
 # Every result lands in $OUT the moment its step ends (a call cut short loses only the step in
 # progress), and nothing is ever copied from docs/results: each tool writes straight into $OUT.
-# $OUT keeps at most 8 files: session.txt (plan, machine, every step's status and seconds, the GPU's
+# A call brings back 8 files of $OUT at most, and the plan refuses phases that would leave more:
+# session.txt (plan, machine, every step's status and seconds, the GPU's
 # clocks, power and temperature around each benchmark), one log per phase, and the result JSONs
 # (gpu_kernels_, gpu_bench_, gpu_multirank_, gpu_llama_bench_, gpu_multi_gpu_bench_, shakespeare_gpu_<device>.json), which
 # then go into docs/results/ here; last, where a place is left, torch_compile_cache_<device>.tar.gz
@@ -59,9 +60,16 @@ summary="$OUT/session.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
 declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90 [autotune]=420 [asyncckpt]=120 [sampling]=150 [multigpu]=300)
+# The files each phase leaves in $OUT: its log and its result JSONs (bench: zt_bench_kernels' and
+# bench_gpu's). A call brings back 8 at most, session.txt one of them: a ninth is lost, not late.
+declare -A phase_files=([tests]=1 [multirank]=2 [bench]=3 [llama]=2 [shakespeare]=2 [llmc]=2 [autotune]=2 [asyncckpt]=2 [sampling]=2 [multigpu]=2)
+out_files_max=8
 limit=${ZT_SESSION_SECONDS:-570}
 warm_autotune=0
-setup_reserve=30  # unpacking, the pack check, the machine facts
+# Unpacking, the pack check and the machine facts (4-8 s on the leases so far), a warm compile's
+# stop (up to 15 s) and the last GPU state: the phases' deadlines keep it, so the call ends by the limit.
+setup_reserve=30
+end_reserve=5  # of it, after the last phase: the GPU state at the end
 phases=()
 declare -A budget
 usage() {
@@ -94,14 +102,20 @@ whole_seconds "$limit" || usage "ZT_SESSION_SECONDS takes whole seconds (got '$l
 [ ${#phases[@]} -gt 0 ] || usage "no phase given"
 total=$setup_reserve
 plan="set-up $setup_reserve s"
+files=1  # session.txt
 for p in "${phases[@]}"; do
   total=$((total + budget[$p]))
   plan="$plan + $p ${budget[$p]} s"
+  files=$((files + phase_files[$p]))
 done
 : >"$summary"
-note "plan: $plan = $total s of the $limit s limit"
+note "plan: $plan = $total s of the $limit s limit; $files of the $out_files_max files a call brings back"
 if [ "$total" -gt "$limit" ]; then
   note "refused: the phases' budgets exceed the limit; shorten them (PHASE=SECONDS) or raise --limit"
+  exit 2
+fi
+if [ "$files" -gt "$out_files_max" ]; then
+  note "refused: the phases leave $files files in \$OUT (session.txt, each phase's log and results) and a call brings back $out_files_max; split them over two calls"
   exit 2
 fi
 
@@ -362,10 +376,20 @@ trap 'exit 143' TERM
 trap 'exit 130' INT
 
 core='^(Cuda|NcclOneRank|RankDevice|DeviceMemory)|^gpu\.model_matches'
-for p in "${phases[@]}"; do
+for i in "${!phases[@]}"; do
+  p=${phases[$i]}
   case $p in tests | multirank) ;; *) warm_stop "phase $p" ;; esac
+  # Its budget, but never into the later phases' or past the limit: a slow set-up or a warm
+  # compile's stop comes out of this phase, where it ran late, rather than out of the call's end.
+  later=0
+  for q in "${phases[@]:i+1}"; do later=$((later + budget[$q])); done
   phase_deadline=$((SECONDS + budget[$p]))
-  note "phase $p (budget ${budget[$p]} s)"
+  if [ $((limit - end_reserve - later)) -lt "$phase_deadline" ]; then
+    phase_deadline=$((limit - end_reserve - later))
+    note "phase $p (budget ${budget[$p]} s, cut to $((phase_deadline - SECONDS)) s: the phases before it ran late)"
+  else
+    note "phase $p (budget ${budget[$p]} s)"
+  fi
   log="$OUT/$p.log"
   case $p in
     tests)
@@ -520,11 +544,14 @@ gpu_state "at end"
 # after every phase, and only into a free one of $OUT's 8 places, never in a result's.
 if [ $((limit - SECONDS)) -lt 15 ]; then
   note "torch compile cache: not returned (under 15 s of the $limit s limit left)"
-elif [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -lt 8 ]; then
-  "$python" tools/torch_compile_cache.py save "$TORCHINDUCTOR_CACHE_DIR" --out "$OUT/torch_compile_cache_$slug.tar.gz" \
-    --device "$slug" --commit "$commit" 2>&1 | tee -a "$summary"
+elif [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -lt "$out_files_max" ]; then
+  # Within what is left of the limit; a save cut short leaves no partial file to take a place.
+  timeout -k 3 $((limit - SECONDS - 3)) "$python" tools/torch_compile_cache.py save "$TORCHINDUCTOR_CACHE_DIR" \
+    --out "$OUT/torch_compile_cache_$slug.tar.gz" --device "$slug" --commit "$commit" 2>&1 | tee -a "$summary"
+  case ${PIPESTATUS[0]} in 124 | 137) note "torch compile cache: not returned (its save ran past the limit)" ;; esac
+  rm -f "$OUT/torch_compile_cache_$slug.tar.gz.partial"
 else
-  note "torch compile cache: not returned ($OUT already holds the 8 files a call brings back)"
+  note "torch compile cache: not returned ($OUT already holds the $out_files_max files a call brings back)"
 fi
 note "session: $([ $failed -eq 0 ] && echo "every step passed" || echo "some steps FAILED") in $SECONDS s"
 exit $failed

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """tools/gpu_session.sh's refusals, which must hold before a GPU minute is spent: it prints its plan
-and refuses (exit 2) phases whose budgets exceed the outer limit or that it does not know
+and refuses (exit 2) phases whose budgets exceed the outer limit, that leave more files than
+the 8 a device call brings back, or that it does not know
 (--warm-autotune is an option, not a phase: it leaves the plan as it is); in a copy
 of the tree it refuses to run without a pack, with a pack built from other sources (naming the file),
 with a pack built from uncommitted sources, and with a pack of another commit than ZT_COMMIT; a pack
-that matches gets past every check (to the carried packages, absent here). Needs no GPU.
+that matches gets past every check (to the carried packages, absent here); a set-up that runs late
+comes out of the first phase's budget and the call ends by its limit. Needs no GPU.
 
 usage: gpu_session_test.py REPO_ROOT
 """
@@ -29,12 +31,14 @@ def session(tree, out, *args, env=None):
     return p.returncode, text, p.stderr
 
 
-def make_pack(tree, commit, files, dirty=False):
+def make_pack(tree, commit, files, dirty=False, binary=None):
+    """A pack of `files`' sums at `commit`; `binary` (a path) goes in as its zerotrain."""
     pack = os.path.join(tree, ".gpu_build")
     shutil.rmtree(pack, ignore_errors=True)
     os.makedirs(pack)
-    with tarfile.open(os.path.join(pack, "build-gpu.tar.gz"), "w:gz"):
-        pass
+    with tarfile.open(os.path.join(pack, "build-gpu.tar.gz"), "w:gz") as tar:
+        if binary:
+            tar.add(binary, arcname="zerotrain")
     with open(os.path.join(pack, "source_sums"), "w") as f:
         for rel in files:
             with open(os.path.join(tree, rel), "rb") as src:
@@ -45,6 +49,39 @@ def make_pack(tree, commit, files, dirty=False):
         f.write(f"commit: {commit}{' + uncommitted changes to sources' if dirty else ''}\n")
     with open(os.path.join(pack, "build_dir"), "w") as f:
         f.write(os.path.join(tree, "build-gpu") + "\n")
+
+
+def late_setup_cuts_the_first_phase(check, tree, work, out, sources, on_h100):
+    """A set-up past its 30 s reserve comes out of the first phase, and the call still ends by
+    --limit (a slow set-up or a warm compile's 15 s stop ran the last phase past it). Past every
+    check with a python whose torch check takes 33 s and whose phases hang until their limits."""
+    python = "/usr/bin/python3"
+    cublaslt = "/usr/local/cuda/lib64/libcublasLt.so.13"
+    if subprocess.run([python, "-c", f"import numpy, torch, ctypes; ctypes.CDLL('{cublaslt}')"],
+                      capture_output=True).returncode != 0:
+        print(f"SKIP the deadline check: {python} lacks torch or numpy, or {cublaslt} does not open")
+        return
+    slow = os.path.join(work, "slow_python")
+    with open(slow, "w") as f:
+        f.write(f"""#!/bin/sh
+case "$*" in
+  *"import numpy, torch"*) sleep 33 ;;
+  *tools/llmc_interop.py* | *tools/bench_sampling.py*) exec sleep 100 ;;
+esac
+exec {python} "$@"
+""")
+    os.chmod(slow, 0o755)
+    make_pack(tree, "a" * 40, sources, binary=shutil.which("true"))
+    rc, text, _ = session(tree, out, "--limit", "60", "llmc=15", "sampling=15",
+                          env=dict(on_h100, ZT_SESSION_PYTHON=slow, ZT_COMMIT="a" * 40, ZT_KERNEL_BASELINE="none"))
+    llmc = [line for line in text.splitlines() if line.startswith("phase llmc (")]
+    ended = [line for line in text.splitlines() if line.startswith("session: ")]
+    seconds = int(ended[0].split()[-2]) if ended else None
+    check("; 5 of the 8 files" in text, f"the plan counts session.txt and each phase's log and result ({text[:200]})")
+    check(len(llmc) == 1 and "cut to" in llmc[0] and "the phases before it ran late" in llmc[0],
+          f"a late set-up: the first phase's budget cut ({llmc})")
+    check(rc == 1 and seconds is not None and seconds <= 60,
+          f"the call ends by its limit, 60 s ({rc}: {ended}; {text[-400:]})")
 
 
 def main():
@@ -60,6 +97,10 @@ def main():
     rc, text, err = session(root, out, "--limit", "300", "--warm-autotune", "tests=200", "bench=200")
     check(rc == 2 and "plan: set-up 30 s + tests 200 s + bench 200 s = 430 s of the 300 s limit" in text,
           f"--warm-autotune is an option, not a phase: the same plan, refused on its budgets ({rc}: {err.strip()[-200:]})")
+    # A call brings back 8 files: tests, multirank, bench and llama leave 9 with session.txt.
+    rc, text, err = session(root, out, "--limit", "600", "tests=60", "multirank=60", "bench=60", "llama=60")
+    check(rc == 2 and "; 9 of the 8 files a call brings back" in text and "split them over two calls" in text,
+          f"phases leaving more files than a call brings back: refused ({rc}: {text[-300:]})")
     rc, text, err = session(root, out, "tests", "warp")
     check(rc == 2 and "usage" in err, f"an unknown phase is refused with the usage line ({rc}: {err.strip()})")
     # Counts that are no whole seconds, a phase twice, a limit past a device command's 600 s: refused
@@ -142,6 +183,7 @@ def main():
         rc, text, _ = session(tree, out, "tests=60", env=dict(on_h100, ZT_SESSION_PYTHON="/bin/false"))
         check(rc == 2 and "refused: /bin/false has no PyTorch or numpy" in text,
               f"a python without PyTorch: refused ({text[-300:]})")
+        late_setup_cuts_the_first_phase(check, tree, work, out, sources, on_h100)
     return checks.finish()
 
 

@@ -6,7 +6,8 @@
     none): the export records in its safetensors metadata the tokenizer files it wrote, and the
     next export removes those it does not write again;
   * a tokenizer.json no export recorded (the user's, after the note asked for one) stays, said, and
-    an export that would write one over it is refused;
+    an export that would write one over it is refused; so does one the export wrote and the user
+    edited since (its crc32 is recorded beside its name);
   * staging files an export killed before its renames left (model-00001-of-00006.safetensors.tmp)
     go with the next export into the folder; a .tmp of another name stays;
   * --out "" is refused naming the flag (it said "cannot access '': Invalid argument").
@@ -84,6 +85,33 @@ def main():
     checks.check(over.returncode == 2 and "holds a tokenizer.json no export recorded writing" in over.stderr and "move it away to export here" in over.stderr and
                  kept_text == "{}", f"an export writing over a tokenizer.json no export wrote: refused, the file kept "
                  f"({over.stderr.strip()[-300:]})")
+
+    # An export's tokenizer_config.json the user edited since (a chat template added): the user's.
+    edited = os.path.join(work, "edited")
+    run("ckpt", "export", chars, "--format", "hf", "--out", edited)
+    again = run("ckpt", "export", chars, "--format", "hf", "--out", edited)
+    checks.check(again.returncode == 0, f"an export over its own unedited export ({again.stderr.strip()[-200:]})")
+    config_path = os.path.join(edited, "tokenizer_config.json")
+    with open(config_path) as f:
+        config = json.load(f)
+    config["chat_template"] = "{{ messages }}"
+    with open(config_path, "w") as f:
+        json.dump(config, f)
+    with open(config_path) as f:
+        edited_text = f.read()
+    over_edit = run("ckpt", "export", chars, "--format", "hf", "--out", edited)
+    with open(config_path) as f:
+        after = f.read()
+    checks.check(over_edit.returncode == 2 and "holds a tokenizer_config.json changed since the export that wrote it"
+                 in over_edit.stderr and after == edited_text,
+                 f"an export over a tokenizer file the user edited since: refused, the edit kept "
+                 f"({over_edit.stderr.strip()[-300:]})")
+    none_over = run("ckpt", "export", ids, "--format", "hf", "--out", edited)
+    left = sorted(n for n in os.listdir(edited) if n.startswith("tokenizer"))
+    checks.check(none_over.returncode == 0 and left == ["tokenizer_config.json"] and
+                 "tokenizer_config.json is not this export's" in none_over.stderr,
+                 f"a run of no tokenizer exported over it: the edited file stays, said; the unedited one goes "
+                 f"({left}; {none_over.stderr.strip()[-300:]})")
 
     for name in ("model-00001-of-00006.safetensors.tmp", "tokenizer.json.tmp", "notes.tmp"):
         with open(os.path.join(out, name), "wb") as f:

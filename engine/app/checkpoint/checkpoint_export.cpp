@@ -78,9 +78,14 @@ std::int64_t tensor_bytes(const TensorParts& t, DType dtype) {
 // One safetensors file of `tensors` (HF shapes, `dtype`) at `path`, each read, converted, written
 // and dropped in turn: the header is known before any data (shapes and dtypes come from the table).
 void write_safetensors(const CheckpointReader& reader, const std::vector<TensorParts>& tensors, DType dtype,
-                       const std::string& tokenizer_files, const std::string& path) {
-  nlohmann::ordered_json header = {
-      {"__metadata__", {{"format", "pt"}, {kExportedByKey, kExportedBy}, {kTokenizerFilesKey, tokenizer_files}}}};
+                       const TokenizerFiles& tokenizer, const std::string& path) {
+  std::string tokenizer_list;
+  for (const auto& [name, text] : tokenizer.files) tokenizer_list += (tokenizer_list.empty() ? "" : ",") + name;
+  nlohmann::ordered_json header = {{"__metadata__",
+                                    {{"format", "pt"},
+                                     {kExportedByKey, kExportedBy},
+                                     {kTokenizerFilesKey, tokenizer_list},
+                                     {kTokenizerCrcKey, tokenizer_crc_list(tokenizer.files)}}}};
   std::int64_t data_bytes = 0;
   for (const TensorParts& t : tensors) {
     const std::int64_t bytes = tensor_bytes(t, dtype);
@@ -217,16 +222,14 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   StagedFiles staged;
   staged.lock_folder(out_dir, "--out");  // a second export into it at once is refused
   remove_stale_staging(dir);
-  std::string tokenizer_list;
-  for (const auto& [name, text] : tokenizer.files) tokenizer_list += (tokenizer_list.empty() ? "" : ",") + name;
   if (shards.size() == 1) {
-    write_safetensors(reader, shards[0], dtype, tokenizer_list, staged.stage((dir / "model.safetensors").string()));
+    write_safetensors(reader, shards[0], dtype, tokenizer, staged.stage((dir / "model.safetensors").string()));
     result.files.push_back("model.safetensors");
   } else {
     nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
     for (std::size_t i = 0; i < shards.size(); ++i) {
       const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
-      write_safetensors(reader, shards[i], dtype, tokenizer_list, staged.stage((dir / name).string()));
+      write_safetensors(reader, shards[i], dtype, tokenizer, staged.stage((dir / name).string()));
       for (const TensorParts& t : shards[i]) weight_map[t.name] = name;
       result.files.push_back(name);
     }
@@ -251,8 +254,9 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   std::vector<std::string> earlier = {(dir / "config.json").string()};
   // The tokenizer files an earlier export wrote that this one does not write again: another run's
   // (re-exporting a run of no tokenizer over it left them to number this model's tokens). Those
-  // it did not write (a user's) stay, and are named for the command's note.
-  const std::vector<std::string> earlier_tokenizer = earlier_export_tokenizer_files(dir);
+  // it did not write, or wrote and the user changed since (a user's), stay, and are named for the
+  // command's note.
+  const std::vector<std::string> earlier_tokenizer = earlier_export_tokenizer_files(dir).written;
   for (const char* f : data::kTokenizerFiles) {
     std::error_code ec;
     if (std::find(result.tokenizer_files.begin(), result.tokenizer_files.end(), f) != result.tokenizer_files.end() ||

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/special_tokens.h"
 #include "engine/app/data/token_file.h"
 #include "engine/app/data/token_text.h"
@@ -38,10 +39,19 @@ bool written_by_export(const fs::path& path, bool legacy) {
 
 }  // namespace
 
-std::vector<std::string> earlier_export_tokenizer_files(const fs::path& out_dir) {
+std::string tokenizer_crc_list(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::string list;
+  for (const auto& [name, text] : files) {
+    list += fmt::format("{}{}:{:08x}", list.empty() ? "" : ",", name,
+                        crc32_update(0, text.data(), static_cast<std::int64_t>(text.size())));
+  }
+  return list;
+}
+
+EarlierTokenizerFiles earlier_export_tokenizer_files(const fs::path& out_dir) {
   // Over every tensor file an export wrote: an export cut between its renames may leave shards of
-  // two exports, each naming its own.
-  std::string lists;
+  // two exports, each naming its own (and its crc32s: a file either wrote is as written).
+  std::string lists, crcs;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
     const std::string name = e.path().filename().string();
@@ -49,16 +59,30 @@ std::vector<std::string> earlier_export_tokenizer_files(const fs::path& out_dir)
     try {
       const nlohmann::json meta =
           read_safetensors_header(e.path().string()).json.value("__metadata__", nlohmann::json::object());
-      if (meta.is_object() && meta.contains(kTokenizerFilesKey) && meta[kTokenizerFilesKey].is_string()) {
+      if (!meta.is_object()) continue;
+      if (meta.contains(kTokenizerFilesKey) && meta[kTokenizerFilesKey].is_string()) {
         lists.append(",").append(meta[kTokenizerFilesKey].get<std::string>());
+      }
+      if (meta.contains(kTokenizerCrcKey) && meta[kTokenizerCrcKey].is_string()) {
+        crcs.append(",").append(meta[kTokenizerCrcKey].get<std::string>());
       }
     } catch (const InputError&) {}
   }
   lists.append(",");
-  std::vector<std::string> files;
+  crcs.append(",");
+  EarlierTokenizerFiles files;
   for (const char* f : data::kTokenizerFiles) {  // only a tokenizer file's name: nothing else is removed
-    const std::string item = std::string(",").append(f).append(",");
-    if (lists.find(item) != std::string::npos && fs::exists(out_dir / f, ec)) files.emplace_back(f);
+    const fs::path path = out_dir / f;
+    if (lists.find(std::string(",").append(f).append(",")) == std::string::npos || !fs::exists(path, ec)) continue;
+    // Recorded without a crc32 (an export from before them): as written, as those exports took it.
+    const std::string crc_item = std::string(",").append(f).append(":");
+    bool as_written = crcs.find(crc_item) == std::string::npos;
+    if (!as_written) {
+      const std::string text = read_whole_input(path.string(), "--out");
+      const std::string now = tokenizer_crc_list({{f, text}});
+      as_written = crcs.find("," + now + ",") != std::string::npos;
+    }
+    (as_written ? files.written : files.edited).emplace_back(f);
   }
   return files;
 }
@@ -193,11 +217,15 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
   // Beside an earlier export, one this export would write over that no export recorded writing is
   // the user's, or an export's from before exports recorded them (c5ff5dc): an upgrade trial's was
   // replaced in silence. Those this export does not write stay, and are named.
-  const std::vector<std::string> recorded =
-      earlier_export ? earlier_export_tokenizer_files(out_dir) : std::vector<std::string>{};
+  // One an earlier export wrote and the user changed since is the user's too.
+  const EarlierTokenizerFiles recorded =
+      earlier_export ? earlier_export_tokenizer_files(out_dir) : EarlierTokenizerFiles{};
   auto writes = [&](const char* f) {
     return std::any_of(tokenizer.files.begin(), tokenizer.files.end(),
                        [&](const auto& file) { return file.first == f; });
+  };
+  auto listed = [](const std::vector<std::string>& names, const char* f) {
+    return std::find(names.begin(), names.end(), f) != names.end();
   };
   for (const char* f : data::kTokenizerFiles) {
     if (!fs::exists(fs::path(out_dir) / f, ec) || ours(f)) continue;  // ours reads the file: once
@@ -205,7 +233,13 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
       if (why.empty()) why = fmt::format("a tokenizer that no export wrote ({})", f);
       continue;
     }
-    if (writes(f) && std::find(recorded.begin(), recorded.end(), f) == recorded.end()) {
+    if (writes(f) && listed(recorded.edited, f)) {
+      throw_input_error(
+          "--out {} holds a {} changed since the export that wrote it (your edit), which this export would "
+          "replace with the run's: move it away to export here",
+          out_dir, f);
+    }
+    if (writes(f) && !listed(recorded.written, f)) {
       throw_input_error(
           "--out {} holds a {} no export recorded writing (yours, or an export's from before exports recorded "
           "them), which this export would replace with the run's: move it away to export here",

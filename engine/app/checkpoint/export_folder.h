@@ -20,10 +20,21 @@ inline constexpr const char* kExportedBy = "zerotrain ckpt export";
 // the folder removes those it does not write again (they would number another model's tokens), and
 // keeps any it did not write (a user's, or an export's from before this record).
 inline constexpr const char* kTokenizerFilesKey = "tokenizer_files";
+// And each one's crc32 as written, "name:8 hex digits" comma-separated: a file changed since (a
+// user's edit: special tokens added, a chat template) is the user's, never replaced or removed.
+inline constexpr const char* kTokenizerCrcKey = "tokenizer_crc32";
 
 // The tokenizer files the folder's earlier export recorded writing (kTokenizerFilesKey of its
-// tensor files), present still; none where no export of the folder recorded them.
-std::vector<std::string> earlier_export_tokenizer_files(const std::filesystem::path& out_dir);
+// tensor files), present still: `written` as it wrote them (or as an export from before
+// kTokenizerCrcKey left them), `edited` changed since. None where no export recorded them.
+struct EarlierTokenizerFiles {
+  std::vector<std::string> written;
+  std::vector<std::string> edited;
+};
+EarlierTokenizerFiles earlier_export_tokenizer_files(const std::filesystem::path& out_dir);
+
+// kTokenizerCrcKey's value for `files` (name, contents).
+std::string tokenizer_crc_list(const std::vector<std::pair<std::string, std::string>>& files);
 
 // The tokenizer files an export writes, by name, with their contents: the run directory's own
 // (copied), or its character- or byte-level vocab.json written as one.

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include "engine/base/core/check.h"
 
@@ -19,10 +21,17 @@ int ParamTable::add_param(std::string name, std::vector<std::int64_t> shape, std
   ZT_CHECK(!units_.empty(), "add_unit first");
   ZT_CHECK(shape.size() == hf_shape.size());
   if (row_offset > 0) {  // continues the rows of an earlier part of the same tensor
-    const std::vector<TensorParts> known = tensors();
-    const auto it = std::find_if(known.begin(), known.end(), [&](const TensorParts& t) { return t.name == name; });
-    ZT_CHECK(it != known.end() && it->shape[0] == row_offset && !shape.empty() &&
-                 std::equal(shape.begin() + 1, shape.end(), it->shape.begin() + 1, it->shape.end()),
+    // The rows its parts so far hold, and their row shape (the first part's), read in place: the
+    // plan's search builds tables by the thousand, and a copy of every tensor here was most of it.
+    const ParamSpec* first = nullptr;
+    std::int64_t rows = 0;
+    for (const ParamSpec& p : params_) {
+      if (p.name != name) continue;
+      if (first == nullptr) first = &p;
+      rows += p.shape[0];
+    }
+    ZT_CHECK(first != nullptr && rows == row_offset && !shape.empty() &&
+                 std::equal(shape.begin() + 1, shape.end(), first->shape.begin() + 1, first->shape.end()),
              "'{}': a part at row {} must continue the rows before it", name, row_offset);
   }
   UnitSpec& unit = units_.back();
@@ -52,16 +61,18 @@ int ParamTable::index_of(const std::string& name) const {
 
 std::vector<TensorParts> ParamTable::tensors() const {
   std::vector<TensorParts> out;
+  std::unordered_map<std::string_view, std::size_t> index;  // name -> its place in `out`
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const ParamSpec& p = params_[i];
-    auto it = std::find_if(out.begin(), out.end(), [&](const TensorParts& t) { return t.name == p.name; });
-    if (it == out.end()) {
+    const auto [it, added] = index.emplace(p.name, out.size());
+    if (added) {
       out.push_back({p.name, p.hf_shape, p.shape, {static_cast<int>(i)}});
       continue;
     }
-    it->hf_shape[0] += p.hf_shape[0];  // rows continue (add_param checked the order)
-    it->shape[0] += p.shape[0];
-    it->parts.push_back(static_cast<int>(i));
+    TensorParts& t = out[it->second];
+    t.hf_shape[0] += p.hf_shape[0];  // rows continue (add_param checked the order)
+    t.shape[0] += p.shape[0];
+    t.parts.push_back(static_cast<int>(i));
   }
   return out;
 }

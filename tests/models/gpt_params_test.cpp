@@ -108,6 +108,29 @@ TEST(GptInit, ARangeDrawsTheWholeUnitsValuesThereAndNothingElse) {
   }
 }
 
+// A row part continues the rows its tensor's earlier parts hold, with their row shape: a gap, an
+// overlap, another row width or a first part at a row past 0 is an internal error.
+TEST(ParamTableRowParts, APartMustContinueTheRowsBeforeIt) {
+  ParamTable t;
+  t.add_unit("a");
+  t.add_param("w", {4, 3}, {4, 3}, true);
+  t.add_param("b", {3}, {3}, false);
+  t.add_unit("b");
+  t.add_param("w", {2, 3}, {2, 3}, true, 4);
+  t.add_unit("c");
+  EXPECT_THROW(t.add_param("w", {2, 3}, {2, 3}, true, 5), InternalError);  // rows 6 onwards come next
+  EXPECT_THROW(t.add_param("w", {2, 3}, {2, 3}, true, 4), InternalError);  // rows 4-5 again
+  EXPECT_THROW(t.add_param("w", {2, 4}, {2, 4}, true, 6), InternalError);  // another row width
+  EXPECT_THROW(t.add_param("v", {2, 3}, {2, 3}, true, 2), InternalError);  // no earlier part
+  t.add_param("w", {1, 3}, {1, 3}, true, 6);
+  const std::vector<TensorParts> tensors = t.tensors();
+  ASSERT_EQ(tensors.size(), 2u);
+  EXPECT_EQ(tensors[0].name, "w");
+  EXPECT_EQ(tensors[0].shape, (std::vector<std::int64_t>{7, 3}));
+  EXPECT_EQ(tensors[0].parts, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(tensors[1].name, "b");
+}
+
 // With the head in vocabulary chunks wte is split by rows across units: chunk 0 stays in the
 // embeddings unit, the others follow the final LayerNorm; the parts make up Hugging Face's one
 // tensor (tensors()), and each unit initialises to the very values of the unchunked table.

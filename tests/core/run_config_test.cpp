@@ -76,8 +76,7 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
   }
   // FSDP's and DeepSpeed's mixed-precision names, in any section, name the keys of ours.
   for (const auto& [section, typed, meant] :
-       {std::tuple{"precision", "reduce_dtype", "did you mean 'zero.grad_shard_dtype'?"},
-        std::tuple{"precision", "master_weights", "did you mean 'precision.param_dtype'?"},
+       {std::tuple{"precision", "master_weights", "did you mean 'precision.param_dtype'?"},
         std::tuple{"", "bf16", "did you mean 'precision.param_dtype' and 'precision.activations'?"},
         std::tuple{"", "mixed_precision", "did you mean 'precision.param_dtype' and 'precision.activations'?"},
         std::tuple{"zero", "grad_accum_dtype", "did you mean 'zero.grad_shard_dtype'?"}}) {
@@ -88,6 +87,33 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
       doc[section] = {{typed, "fp32"}};
     }
     expect_error(doc, {meant});
+  }
+  // DeepSpeed's and FSDP's keys with no key of that meaning here, or one in other units: what
+  // stands for them, instead of a spelling's guess (reduce_bucket_size's nearest takes MiB;
+  // global_batch_size's counts tokens, not sequences; there is no offload to guess).
+  for (const auto& [section, typed, said] :
+       {std::tuple{"precision", "reduce_dtype", "(gradients are reduced in fp32 inside a group whatever"},
+        std::tuple{"train", "global_batch_size", "(the global batch is 'train.global_batch_tokens', in tokens: "},
+        std::tuple{"", "train_batch_size", "in tokens: sequences x train.seq_len)"},
+        std::tuple{"train", "train_micro_batch_size_per_gpu", "did you mean 'train.micro_batch'?"},
+        std::tuple{"", "wall_clock_breakdown", "did you mean 'log.profile_ops'?"},
+        std::tuple{"", "zero_optimization", "(ZeRO's options are the 'zero' section's keys"},
+        std::tuple{"", "fp16", "(no fp16 with loss scaling here"},
+        std::tuple{"zero", "offload_optimizer", "(no CPU or NVMe offload here"},
+        std::tuple{"zero", "offload_param", "(no CPU or NVMe offload here"},
+        std::tuple{"zero", "reduce_bucket_size", "'zero.max_inflight_reduction_mb' bounds what the reductions"},
+        std::tuple{"zero", "allgather_bucket_size", "(each gather is a unit's"},
+        std::tuple{"zero", "stage3_prefetch_bucket_size", "'zero.prefetch_units' counts the units gathered ahead"},
+        std::tuple{"zero", "stage3_max_live_parameters", "decide how many units stay gathered)"},
+        std::tuple{"zero", "contiguous_gradients", "(always so here, with no key"},
+        std::tuple{"", "sharding_strategy", "for HYBRID_SHARD, 'zero.shard_group_size')"}}) {
+    doc = base();
+    if (*section == '\0') {
+      doc[typed] = 1;
+    } else {
+      doc[section] = {{typed, 1}};
+    }
+    expect_error(doc, {said});
   }
   doc = base();
   doc["optim"] = {{"betas", {0.9, 0.95}}};  // one key of theirs, two of ours

@@ -18,8 +18,9 @@ namespace {
 
 // Names other trainers give the same things (Hugging Face's learning_rate and batch_size,
 // nanoGPT's max_iters, eval_iters and lr_decay_iters, DeepSpeed's gradient_accumulation_steps and
-// gradient_clipping, a bare "steps"; FSDP's MixedPrecision and DeepSpeed's bf16 section and
-// data_types for the number formats): the keys they stand for here, or none. Asked before the
+// gradient_clipping, train_micro_batch_size_per_gpu, wall_clock_breakdown, a bare "steps"; FSDP's
+// MixedPrecision and DeepSpeed's bf16 section and data_types for the number formats): the keys
+// they stand for here, or none. Asked before the
 // nearest spelling, which guesses (optim.steps is train.max_steps, not optim.eps; nanoGPT's
 // eval_iters counts evaluation batches, not train.eval_every).
 std::vector<const char*> our_names_for(const std::string& key) {
@@ -28,6 +29,8 @@ std::vector<const char*> our_names_for(const std::string& key) {
       {"batch_size", {"micro_batch"}},
       {"per_device_batch_size", {"micro_batch"}},
       {"per_device_train_batch_size", {"micro_batch"}},
+      {"train_micro_batch_size_per_gpu", {"micro_batch"}},
+      {"wall_clock_breakdown", {"profile_ops"}},
       {"steps", {"max_steps"}},
       {"num_steps", {"max_steps"}},
       {"max_iters", {"max_steps"}},
@@ -52,7 +55,6 @@ std::vector<const char*> our_names_for(const std::string& key) {
       {"bf16", {"param_dtype", "activations"}},
       {"mixed_precision", {"param_dtype", "activations"}},
       {"master_weights", {"param_dtype"}},
-      {"reduce_dtype", {"grad_shard_dtype"}},
       {"grad_accum_dtype", {"grad_shard_dtype"}},
       {"data_types", {"grad_shard_dtype"}},
   };
@@ -60,6 +62,48 @@ std::vector<const char*> our_names_for(const std::string& key) {
     if (key == other) return ours;
   }
   return {};
+}
+
+// DeepSpeed's and FSDP's keys with no key of that meaning here, or one counted in other units:
+// what stands for them, said instead of a spelling's guess (reduce_bucket_size's nearest key takes
+// MiB, not elements; there is no offload for a guess to find).
+const char* other_trainer_note(const std::string& key) {
+  static const std::pair<const char*, const char*> kNotes[] = {
+      {"train_batch_size", "the global batch is 'train.global_batch_tokens', in tokens: sequences x train.seq_len"},
+      {"global_batch_size", "the global batch is 'train.global_batch_tokens', in tokens: sequences x train.seq_len"},
+      {"zero_optimization", "ZeRO's options are the 'zero' section's keys: 'zero.stage', 'zero.overlap_comm', ..."},
+      {"fp16",
+       "no fp16 with loss scaling here: bf16, which needs none, through 'precision.param_dtype' and "
+       "'precision.activations'"},
+      {"offload_optimizer",
+       "no CPU or NVMe offload here: 'zero.stage' 3 shards parameters, gradients and optimizer states, and "
+       "'train.activation_checkpointing' trades activations for compute"},
+      {"offload_param",
+       "no CPU or NVMe offload here: 'zero.stage' 3 shards parameters, gradients and optimizer states, and "
+       "'train.activation_checkpointing' trades activations for compute"},
+      {"cpu_offload",
+       "no CPU or NVMe offload here: 'zero.stage' 3 shards parameters, gradients and optimizer states, and "
+       "'train.activation_checkpointing' trades activations for compute"},
+      {"reduce_bucket_size",
+       "each reduction is a unit's; 'zero.max_inflight_reduction_mb' bounds what the reductions in flight hold, "
+       "in MiB"},
+      {"allgather_bucket_size", "each gather is a unit's: 'train.block_units' and 'train.head_chunks' size the units"},
+      {"stage3_prefetch_bucket_size", "'zero.prefetch_units' counts the units gathered ahead, not elements"},
+      {"stage3_max_live_parameters",
+       "'zero.prefetch_units' and 'zero.reshard_after_forward' decide how many units stay gathered"},
+      {"stage3_max_reuse_distance",
+       "'zero.prefetch_units' and 'zero.reshard_after_forward' decide how many units stay gathered"},
+      {"contiguous_gradients", "always so here, with no key: each unit's gradients are one flat buffer"},
+      {"sharding_strategy",
+       "'zero.stage' (FULL_SHARD 3, SHARD_GRAD_OP 2, NO_SHARD 0) and, for HYBRID_SHARD, 'zero.shard_group_size'"},
+      {"reduce_dtype",
+       "gradients are reduced in fp32 inside a group whatever the working format; 'zero.cross_group_grad_dtype' "
+       "sets hybrid sharding's reduction across the groups, 'zero.grad_shard_dtype' the stored gradient shard's"},
+  };
+  for (const auto& [other, note] : kNotes) {
+    if (key == other) return note;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -92,6 +136,9 @@ void ConfigReader::reject_unknown_keys() const {
         }
       }
       if (!named.empty()) hint = fmt::format(" (did you mean {}?)", fmt::join(named, " and "));
+    }
+    if (const char* note = other_trainer_note(it.key()); hint.empty() && note != nullptr) {
+      hint = fmt::format(" ({})", note);
     }
     if (const std::string near = nearest_key(it.key(), known_); hint.empty() && !near.empty()) {
       hint = " (did you mean '" + dotted(near) + "'?)";

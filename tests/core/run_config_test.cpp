@@ -326,6 +326,17 @@ TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
   expect_error(doc, {"train.global_batch_tokens = 256 disagrees", "= 128"});
   doc["train"] = {{"micro_batch", 4}, {"seq_len", 16}, {"global_batch_tokens", 100}};
   expect_error(doc, {"train.global_batch_tokens = 100 is not a multiple"});
+  // The global batch and the accumulation given, the micro-batch not: it splits the one by the
+  // other (as DeepSpeed's train_micro_batch_size_per_gpu), where it can; else the default's refusal.
+  doc["train"] = {{"seq_len", 16}, {"grad_accum", 2}, {"global_batch_tokens", 1024}};
+  c = parse_run_config(doc, "test.json");
+  EXPECT_EQ(c.train.micro_batch, 32);  // 1024 / (16 x 2 x 1 rank)
+  EXPECT_TRUE(std::any_of(c.derived.begin(), c.derived.end(), [](const std::string& d) {
+    return d.find("train.micro_batch = 32 (train.global_batch_tokens = 1024 over") != std::string::npos;
+  }));
+  EXPECT_EQ(parse_run_config(doc, "test.json", 4).train.micro_batch, 8);
+  doc["train"] = {{"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 1024}};
+  expect_error(doc, {"train.global_batch_tokens = 1024 disagrees", "4 x 16 x 3 x 1"});
   // A derived grad_accum keeps its own range (a run of 2^31 micro-batches a step would never end a step).
   doc["train"] = {{"micro_batch", 1}, {"seq_len", 1}, {"global_batch_tokens", 65537}};
   expect_error(doc, {"makes train.grad_accum = 65537, above its largest, 65536"});

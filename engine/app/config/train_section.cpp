@@ -88,8 +88,25 @@ namespace {
 
 // The batch terms must agree: global_batch_tokens = micro_batch * seq_len * grad_accum * ranks.
 // A missing one is derived (and noted, so the run prints it).
-void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_global) {
+void resolve_batch(ConfigReader& r, RunConfig& c, bool has_micro, bool has_accum, bool has_global) {
   TrainConfig& t = c.train;
+  // The global batch and the accumulation given, the micro-batch not: it is what splits the one
+  // by the other, as DeepSpeed derives train_micro_batch_size_per_gpu (the default micro-batch
+  // disagreed, and the refusal asked to change the accumulation the user gave).
+  if (has_global && has_accum && !has_micro) {
+    const double per_micro_wide =
+        static_cast<double>(t.seq_len) * static_cast<double>(t.grad_accum) * static_cast<double>(c.world_size);
+    if (per_micro_wide <= static_cast<double>(kMaxConfigGlobalBatchTokens)) {
+      const std::int64_t per_micro = std::int64_t{t.seq_len} * t.grad_accum * c.world_size;
+      const std::int64_t micro = t.global_batch_tokens / per_micro;
+      if (t.global_batch_tokens % per_micro == 0 && micro >= 1 && micro <= kMaxConfigDim) {
+        t.micro_batch = static_cast<int>(micro);
+        c.derived.push_back(fmt::format(
+            "train.micro_batch = {} (train.global_batch_tokens = {} over seq_len {} x grad_accum {} x ranks {})",
+            t.micro_batch, t.global_batch_tokens, t.seq_len, t.grad_accum, c.world_size));
+      }
+    }
+  }
   // In double first: the int64 product of the largest terms (2^20 x 2^20 x 2^24 ranks) overflows.
   const double per_accum_wide =
       static_cast<double>(t.micro_batch) * static_cast<double>(t.seq_len) * static_cast<double>(c.world_size);
@@ -181,7 +198,7 @@ void read_train_section(ConfigReader r, RunConfig& c) {
                                     r.source_of(accum_set ? "grad_accum" : "global_batch_tokens")));
     (accum_set ? has_global : has_accum) = false;
   }
-  resolve_batch(r, c, has_accum, has_global);
+  resolve_batch(r, c, r.has("micro_batch"), has_accum, has_global);
   t.global_batch_given = has_global;
   t.max_steps = r.get_int("max_steps", t.max_steps, 0, kMaxConfigSteps);
   // The run's token count and sample indices (steps times a step's) are int64.

@@ -383,6 +383,33 @@ TEST(RunConfig, ABatchTermOnTheCommandLineWinsOverTheFilesOther) {
   EXPECT_THROW(load_run_config(path, {"train.grad_accum=1", "train.global_batch_tokens=128"}), InputError);
 }
 
+// null is a key not given: its default, in the file or from --set, which so clears a key the file
+// gives (--set data.train_file=null was refused, advising a file named "null"); a misspelt key
+// given null is still refused.
+TEST(RunConfig, NullIsAKeyNotGiven) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"micro_batch", 4}, {"seq_len", 16}, {"grad_accum", 2}, {"seed", nullptr}};
+  doc["optim"] = {{"lr", 3e-3}};
+  const std::string path = ::testing::TempDir() + "/null_keys.json";
+  {
+    std::ofstream out(path);
+    out << doc.dump();
+  }
+  RunConfig c = load_run_config(path, {});
+  EXPECT_EQ(c.train.seed, RunConfig().train.seed);
+  c = load_run_config(path, {"optim.lr=null", "train.grad_accum=null"});
+  EXPECT_EQ(c.optim.adamw.lr, RunConfig().optim.adamw.lr);
+  EXPECT_EQ(c.train.grad_accum, 1);  // not given: derived again from the batch terms left
+  c = load_run_config(path, {"train.global_batch_tokens=256", "train.grad_accum=null"});
+  EXPECT_EQ(c.train.grad_accum, 4);
+  try {
+    (void)load_run_config(path, {"optim.lrr=null"});
+    ADD_FAILURE() << "a misspelt key given null was taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown key 'optim.lrr'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RunConfig, OptimizerScheduleAndOtherSectionsAreChecked) {
   nlohmann::json doc = base();
   doc["optim"] = {{"lr", 1e-3}, {"min_lr", 1e-2}};

@@ -235,6 +235,12 @@ def main():
                                              for r in rows) and len({value(r, "train.micro_batch") for r in rows}) > 1
           and doc.get("held") == ["zero.stage=1", "train.activation_checkpointing=all"],
           f"--set holds a searched key, the rest searched ({len(rows)} rows, held {doc.get('held')})")
+    # A key set to null is not given: searched, not held (it was held at its default).
+    p = plan("1TB", "--json", "--set", "zero.stage=1", "--set", "zero.stage=null")
+    doc = json.loads(p.stdout) if p.returncode == 0 else {"fitting": []}
+    stages = {value(c["sets"], "zero.stage") for c in doc["fitting"]}
+    check(p.returncode == 0 and len(stages) > 1 and not doc.get("held"),
+          f"--set KEY=null: the key searched, not held ({stages}, held {doc.get('held')})")
     p = plan("1TB", "--set", "zero.stage=3", "--top", "1")
     check(p.returncode == 0 and "held as --set gives them, not searched: zero.stage=3" in p.stdout and
           "--set zero.stage=3" in p.stdout and "mb x acc: train.micro_batch x train.grad_accum" in p.stdout,

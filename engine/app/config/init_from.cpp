@@ -17,6 +17,7 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
   OverrideSources set;
   if (!doc.contains("train") || !doc["train"].is_object() || !doc["train"].contains("init_from")) return set;
   const nlohmann::json& from = doc["train"]["init_from"];
+  if (from.is_null()) return set;  // null: not given (ConfigReader::find)
   if (!from.is_string()) {
     throw_input_error("config error in {}: train.init_from must be a Hugging Face folder or an llm.c model file path",
                       root.section("train").source_of("init_from"));
@@ -38,7 +39,8 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
     root.section("model");  // refused here unless a JSON object
     nlohmann::json& model = doc["model"];
     for (const auto& [key, value] : saved.items()) {
-      if (model.contains(key)) continue;  // the config's own keys stay (a resume compares them)
+      // The config's own keys stay (a resume compares them); null is none given.
+      if (model.contains(key) && !model[key].is_null()) continue;
       model[key] = value;
       set["model." + key] = "the checkpoint resumed (train.init_from no longer exists)";
     }
@@ -60,11 +62,12 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
   const ModelFamily& family = model_family(pretrained.model_keys.value("arch", ""));
   std::string conflicts;
   for (const auto& [key, value] : pretrained.model_keys.items()) {
-    if (model.contains(key) && !family.same_model_key(key, model[key], value)) {
+    const bool given = model.contains(key) && !model[key].is_null();  // null: not given (ConfigReader::find)
+    if (given && !family.same_model_key(key, model[key], value)) {
       conflicts += fmt::format("{}model.{} = {} ({}; the checkpoint has {})", conflicts.empty() ? "" : ", ", key,
                                preview_json(model[key]), section.source_of(key), preview_json(value));
     }
-    if (!model.contains(key)) set["model." + key] = pretrained.source;
+    if (!given) set["model." + key] = pretrained.source;
     model[key] = value;
   }
   if (!conflicts.empty()) {

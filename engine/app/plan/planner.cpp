@@ -39,7 +39,7 @@ std::vector<double> inflight_bounds(double config_mb) {
 // apply_override on a document whose sections are objects, so that a section's JSON
 // (--set 'zero={"stage":1}') sets its keys one by one, as the dotted spelling does. A searched key
 // among them is held at its value (--set zero.stage=1 plans stage 1), as a search over it would
-// drop it.
+// drop it. A key set to null is not given, and not held.
 using SetKeys = std::map<std::string, nlohmann::json>;
 
 // The keys `assignment` sets, applied to `doc` (its section made an object first).
@@ -56,7 +56,12 @@ SetKeys set_keys(const std::vector<std::string>& sets) {
     for (const std::string& key : apply_set(doc, s)) {
       std::string pointer = "/" + key;
       std::replace(pointer.begin(), pointer.end(), '.', '/');
-      out[key] = doc.at(nlohmann::json::json_pointer(pointer));
+      const nlohmann::json& value = doc.at(nlohmann::json::json_pointer(pointer));
+      if (value.is_null()) {  // not given (ConfigReader::find): the search's, as if unset
+        out.erase(key);
+      } else {
+        out[key] = value;
+      }
     }
   }
   return out;

@@ -29,13 +29,19 @@ ConfigReader::ConfigReader(const nlohmann::json& node, std::string file, std::st
   }
 }
 
+// A key given as null (in the file, or --set data.train_file=null) is one not given: its default,
+// as JSON merge patches and Hugging Face's configs read null, and the way to clear with --set a
+// key the file gives. Still a key of the section (a misspelt one is refused).
 const nlohmann::json* ConfigReader::find(const std::string& key) {
   known_.insert(key);
   auto it = node_.find(key);
-  return it == node_.end() ? nullptr : &*it;
+  return it == node_.end() || it->is_null() ? nullptr : &*it;
 }
 
-bool ConfigReader::has(const std::string& key) const { return node_.contains(key); }
+bool ConfigReader::has(const std::string& key) const {
+  const auto it = node_.find(key);
+  return it != node_.end() && !it->is_null();
+}
 
 std::string ConfigReader::source_of(const std::string& key) const {
   if (overrides_ != nullptr) {
@@ -96,8 +102,7 @@ void ConfigReader::fail_type(const std::string& key, const char* expected, const
   // write it as text, in the user's own spelling.
   std::string hint;
   const std::optional<std::string> set = own_set_value(dotted(key));
-  if (std::string_view(expected).starts_with("a string") && set &&
-      (got.is_number() || got.is_boolean() || got.is_null())) {
+  if (std::string_view(expected).starts_with("a string") && set && (got.is_number() || got.is_boolean())) {
     hint =
         fmt::format(" (a --set value is read as JSON; for the text, quote it: --set '{}=\"{}\"')", dotted(key), *set);
   } else if (set && got.is_string()) {

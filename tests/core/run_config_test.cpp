@@ -337,6 +337,11 @@ TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
   EXPECT_EQ(parse_run_config(doc, "test.json", 4).train.micro_batch, 8);
   doc["train"] = {{"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 1024}};
   expect_error(doc, {"train.global_batch_tokens = 1024 disagrees", "4 x 16 x 3 x 1"});
+  // All three given and disagreeing: the split that keeps the accumulation given is named too.
+  doc["train"] = {{"micro_batch", 16}, {"seq_len", 16}, {"grad_accum", 2}, {"global_batch_tokens", 256}};
+  expect_error(doc, {"(train.grad_accum = 1 agrees with it; train.micro_batch = 8 keeps grad_accum 2)"});
+  doc["train"] = {{"micro_batch", 16}, {"seq_len", 16}, {"grad_accum", 2}, {"global_batch_tokens", 192}};
+  expect_error(doc, {"(train.micro_batch = 12 splits it: grad_accum 1; train.micro_batch = 6 keeps grad_accum 2)"});
   // A derived grad_accum keeps its own range (a run of 2^31 micro-batches a step would never end a step).
   doc["train"] = {{"micro_batch", 1}, {"seq_len", 1}, {"global_batch_tokens", 65537}};
   expect_error(doc, {"makes train.grad_accum = 65537, above its largest, 65536"});

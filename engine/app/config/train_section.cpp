@@ -86,6 +86,17 @@ int omp_num_threads_from_environment() {
 
 namespace {
 
+// The micro-batch that splits train.global_batch_tokens at train.grad_accum on `world_size`
+// ranks, within micro_batch's range; 0 where none does.
+int micro_batch_keeping_accum(const TrainConfig& t, int world_size) {
+  const double per_micro_wide =
+      static_cast<double>(t.seq_len) * static_cast<double>(t.grad_accum) * static_cast<double>(world_size);
+  if (per_micro_wide > static_cast<double>(kMaxConfigGlobalBatchTokens)) return 0;
+  const std::int64_t per_micro = std::int64_t{t.seq_len} * t.grad_accum * world_size;
+  const std::int64_t micro = t.global_batch_tokens / per_micro;
+  return t.global_batch_tokens % per_micro == 0 && micro >= 1 && micro <= kMaxConfigDim ? static_cast<int>(micro) : 0;
+}
+
 // The batch terms must agree: global_batch_tokens = micro_batch * seq_len * grad_accum * ranks.
 // A missing one is derived (and noted, so the run prints it).
 void resolve_batch(ConfigReader& r, RunConfig& c, bool has_micro, bool has_accum, bool has_global) {
@@ -93,19 +104,12 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_micro, bool has_accum
   // The global batch and the accumulation given, the micro-batch not: it is what splits the one
   // by the other, as DeepSpeed derives train_micro_batch_size_per_gpu (the default micro-batch
   // disagreed, and the refusal asked to change the accumulation the user gave).
-  if (has_global && has_accum && !has_micro) {
-    const double per_micro_wide =
-        static_cast<double>(t.seq_len) * static_cast<double>(t.grad_accum) * static_cast<double>(c.world_size);
-    if (per_micro_wide <= static_cast<double>(kMaxConfigGlobalBatchTokens)) {
-      const std::int64_t per_micro = std::int64_t{t.seq_len} * t.grad_accum * c.world_size;
-      const std::int64_t micro = t.global_batch_tokens / per_micro;
-      if (t.global_batch_tokens % per_micro == 0 && micro >= 1 && micro <= kMaxConfigDim) {
-        t.micro_batch = static_cast<int>(micro);
-        c.derived.push_back(fmt::format(
-            "train.micro_batch = {} (train.global_batch_tokens = {} over seq_len {} x grad_accum {} x ranks {})",
-            t.micro_batch, t.global_batch_tokens, t.seq_len, t.grad_accum, c.world_size));
-      }
-    }
+  if (const int micro = micro_batch_keeping_accum(t, c.world_size);
+      has_global && has_accum && !has_micro && micro > 0) {
+    t.micro_batch = micro;
+    c.derived.push_back(fmt::format(
+        "train.micro_batch = {} (train.global_batch_tokens = {} over seq_len {} x grad_accum {} x ranks {})",
+        t.micro_batch, t.global_batch_tokens, t.seq_len, t.grad_accum, c.world_size));
   }
   // In double first: the int64 product of the largest terms (2^20 x 2^20 x 2^24 ranks) overflows.
   const double per_accum_wide =
@@ -151,16 +155,23 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_micro, bool has_accum
   }
   const std::int64_t implied = past_any_batch ? 0 : per_accum * t.grad_accum;
   if (has_global && (past_any_batch || t.global_batch_tokens != implied)) {
+    std::string hint = !past_any_batch && t.global_batch_tokens % per_accum == 0 &&
+                               t.global_batch_tokens / per_accum <= kMaxConfigGradAccum
+                           ? fmt::format(" (train.grad_accum = {} agrees with it)", t.global_batch_tokens / per_accum)
+                           : batch_split_hint(t.micro_batch, t.seq_len, c.world_size, t.global_batch_tokens);
+    // And the split that keeps the accumulation given, where one does and the hint names another
+    // (it named only the micro-batch's, the user's grad_accum dropped).
+    const int keeping = micro_batch_keeping_accum(t, c.world_size);
+    if (keeping > 0 && hint.ends_with(')') &&
+        hint.find(fmt::format("= {} splits it: grad_accum {})", keeping, t.grad_accum)) == std::string::npos) {
+      hint.insert(hint.size() - 1, fmt::format("; train.micro_batch = {} keeps grad_accum {}", keeping, t.grad_accum));
+    }
     throw_batch_split(
         t, c.world_size,
         "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "
         "train.grad_accum x ranks = {} x {} x {} x {} = {:.0f}{}",
         r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len", "train.grad_accum"}),
-        t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied_wide,
-        !past_any_batch && t.global_batch_tokens % per_accum == 0 &&
-                t.global_batch_tokens / per_accum <= kMaxConfigGradAccum
-            ? fmt::format(" (train.grad_accum = {} agrees with it)", t.global_batch_tokens / per_accum)
-            : batch_split_hint(t.micro_batch, t.seq_len, c.world_size, t.global_batch_tokens));
+        t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied_wide, hint);
   }
   if (!has_global) {
     c.derived.push_back(

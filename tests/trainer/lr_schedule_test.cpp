@@ -64,9 +64,14 @@ TEST(LrSchedule, LinearAndConstant) {
   EXPECT_FLOAT_EQ(flat.at(1000000), 0.3f);
 }
 
-TEST(GradClip, ScalesOnlyAboveTheMaximum) {
+// torch's clip_grad_norm_: min(1, max_norm / (norm + 1e-6)), so a norm at max_norm, or within 1e-6
+// below it, is scaled by a hair too (the engine scaled only past max_norm, as llm.c).
+TEST(GradClip, ScalesAsTorchsClipGradNorm) {
   EXPECT_EQ(clip_coefficient(0.5, 1.0f), 1.0f);
-  EXPECT_EQ(clip_coefficient(1.0, 1.0f), 1.0f);
+  EXPECT_EQ(clip_coefficient(1.0 - 2e-6, 1.0f), 1.0f);
+  EXPECT_EQ(clip_coefficient(1.0, 1.0f), static_cast<float>(1.0 / (1.0 + 1e-6)));
+  EXPECT_EQ(clip_coefficient(1.0 - 5e-7, 1.0f), static_cast<float>(1.0 / (1.0 - 5e-7 + 1e-6)));
+  EXPECT_LT(clip_coefficient(1.0 - 5e-7, 1.0f), 1.0f);
   EXPECT_NEAR(clip_coefficient(4.0, 1.0f), 0.25, 1e-6);
   EXPECT_EQ(clip_coefficient(1e9, 0.0f), 1.0f) << "0 disables clipping";
   // After scaling, the global norm is max_norm (up to the 1e-6 guard), as torch's rule.

@@ -1,6 +1,7 @@
-// Gradient clipping by global norm (torch.nn.utils.clip_grad_norm_'s rule): every gradient is
-// multiplied by max_norm / (norm + 1e-6) when the norm exceeds max_norm. Each rank applies the
-// same coefficient, computed from the all-reduced sum of squares.
+// Gradient clipping by global norm, torch.nn.utils.clip_grad_norm_'s rule: every gradient is
+// multiplied by min(1, max_norm / (norm + 1e-6)), so a norm within 1e-6 below max_norm is scaled by
+// a hair too (llm.c's "norm > max_norm ? max_norm / norm : 1" differs there and past it). Each
+// rank applies the same coefficient, computed from the all-reduced sum of squares.
 #pragma once
 
 #include <cmath>
@@ -10,8 +11,9 @@ namespace zt {
 
 // The factor to multiply gradients by: 1 when clipping is off (max_norm <= 0) or not needed.
 inline float clip_coefficient(double grad_norm, float max_norm) {
-  if (max_norm <= 0.0f || grad_norm <= max_norm) return 1.0f;
-  return static_cast<float>(max_norm / (grad_norm + 1e-6));
+  if (max_norm <= 0.0f) return 1.0f;
+  const double coefficient = max_norm / (grad_norm + 1e-6);
+  return coefficient < 1.0 ? static_cast<float>(coefficient) : 1.0f;
 }
 
 // The largest value whose fp32 square is finite: sqrt(FLT_MAX), 1.8e19.

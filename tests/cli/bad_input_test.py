@@ -835,6 +835,14 @@ def main():
         lines = proc.stderr.strip().splitlines()
         report(f"{name} as a stray rank 1", proc.returncode == 0 and proc.stdout == "" and len(lines) == 1 and
                f"zerotrain {name}: rank 1 of 2 (ZT_RANK)" in lines[0], proc.returncode, lines[-1:])
+    # A whole count in exponent form (--ranks 1e3, as --params 7.5e9 and the configs take numbers) is
+    # that count; a fraction, or one out of range, is refused by the flag's rule.
+    paper = [subprocess.run([binary, "memory", "--params", "7.5e9", "--ranks", ranks], capture_output=True, text=True,
+                            timeout=60) for ranks in ("1000", "1e3", "1.5e0", "2e7")]
+    report("--ranks 1e3", paper[0].returncode == 0 and paper[1].returncode == 0 and paper[1].stdout == paper[0].stdout
+           and paper[2].returncode == 2 and "--ranks must be an integer in [1, 16777216] (got '1.5e0')" in
+           paper[2].stderr and paper[3].returncode == 2 and "(got '2e7')" in paper[3].stderr,
+           [p.returncode for p in paper], [p.stderr.strip()[-120:] for p in paper[1:]])
     # Output that cannot be written (a full disk; /dev/full) is an error, not a silent exit 0.
     if os.path.exists("/dev/full"):
         with open("/dev/full", "w") as full:

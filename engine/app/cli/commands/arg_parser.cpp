@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <optional>
 
 #include "engine/base/core/check.h"
@@ -100,10 +101,26 @@ const std::vector<std::string>& ArgParser::all(const std::string& name) const {
 
 namespace {
 
+// A whole number in exponent form (1e3, 2.5e3), as configs take it ("1e5 as DeepSpeed's configs
+// write it") and --params did: exact below 2^53, nothing past the last digit.
+std::optional<double> whole_in_exponent_form(const std::string& s) {
+  if (!decimal_start(s) || s.find_first_of("eE") == std::string::npos) return std::nullopt;
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v != std::floor(v) || !(std::fabs(v) < 0x1p53)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
 template <typename T>
 T parse_integer(const std::string& command, const std::string& name, const std::string& s, T min_value, T max_value) {
   T v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (const std::optional<double> whole = whole_in_exponent_form(s);
+      whole && *whole >= static_cast<double>(min_value) && *whole <= static_cast<double>(max_value)) {
+    return static_cast<T>(*whole);
+  }
   if (ec != std::errc() || ptr != s.data() + s.size() || v < min_value || v > max_value) {
     throw_input_error("zerotrain {}: --{} must be an integer in [{}, {}] (got '{}')", command, name, min_value,
                       max_value, s);

@@ -67,9 +67,12 @@ out_files_max=8
 limit=${ZT_SESSION_SECONDS:-570}
 warm_autotune=0
 # Unpacking, the pack check and the machine facts (4-8 s on the leases so far), a warm compile's
-# stop (up to 15 s) and the last GPU state: the phases' deadlines keep it, so the call ends by the limit.
+# stop (up to 15 s), the last step's grace after its time limit and the last GPU state: the phases'
+# deadlines keep what runs late out of the later phases and the end, so the call ends by the limit.
 setup_reserve=30
-end_reserve=5  # of it, after the last phase: the GPU state at the end
+# Of it, after the last phase: a step's command may outlive its time limit by the 10 s `timeout -k`
+# grants it after SIGTERM (a checkpoint saved on the signal), then the GPU state at the end.
+end_reserve=15
 phases=()
 declare -A budget
 usage() {
@@ -386,7 +389,8 @@ for i in "${!phases[@]}"; do
   phase_deadline=$((SECONDS + budget[$p]))
   if [ $((limit - end_reserve - later)) -lt "$phase_deadline" ]; then
     phase_deadline=$((limit - end_reserve - later))
-    note "phase $p (budget ${budget[$p]} s, cut to $((phase_deadline - SECONDS)) s: the phases before it ran late)"
+    cut=$((phase_deadline - SECONDS))
+    note "phase $p (budget ${budget[$p]} s, cut to $((cut > 0 ? cut : 0)) s: the phases before it ran late)"
   else
     note "phase $p (budget ${budget[$p]} s)"
   fi
@@ -440,8 +444,10 @@ for i in "${!phases[@]}"; do
         [ "$gpus" -ge 4 ] && nccl_ranks+=(4)
       fi
       note "  $gpus GPU(s) visible: comm ${comms[*]} ${nccl_ranks[*]}"
-      # Up to the phase's budget less 40 s, which the whole-run trajectories below keep.
-      step "several ranks (${comms[*]})" $((budget[$p] > 80 ? budget[$p] - 40 : budget[$p])) \
+      # Up to the phase's time less 40 s, which the whole-run trajectories below keep (of a phase cut
+      # short too).
+      phase_left=$((phase_deadline - SECONDS))
+      step "several ranks (${comms[*]})" $((phase_left > 80 ? phase_left - 40 : phase_left)) \
         env PYTHONUNBUFFERED=1 "$python" tests/gpu/gpu_multirank_test.py \
         --zerotrain build-gpu/zerotrain --mpirun "$ZT_SESSION_MPIRUN" --device cuda --comm "${comms[@]}" \
         "${nccl_ranks[@]}" --out "$OUT/gpu_multirank_$slug.json" >>"$log" 2>&1
@@ -507,7 +513,7 @@ for i in "${!phases[@]}"; do
       # exit 3 = stopped with a checkpoint: call again to continue.
       step shakespeare_gpu "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/shakespeare_gpu.py --engines zerotrain \
         --zerotrain build-gpu/zerotrain --data runs/shakespeare_char_data --commit "$commit" --set precision.matmul=bf16 \
-        --set precision.activations=bf16 --time-limit $((budget[$p] - 40)) \
+        --set precision.activations=bf16 --time-limit $((phase_deadline - SECONDS > 41 ? phase_deadline - SECONDS - 40 : 1)) \
         --out "$OUT/shakespeare_gpu_$slug.json" >>"$log" 2>&1
       ;;
     autotune)

@@ -113,6 +113,30 @@ def main():
                  f"a run of no tokenizer exported over it: the edited file stays, said; the unedited one goes "
                  f"({left}; {none_over.stderr.strip()[-300:]})")
 
+    # An export cut between its renames (the tensors renamed, the tokenizer not): the next export of
+    # that run completes it, the earlier run's tokenizer beside the new tensors' crc32s taken as
+    # written, not as the user's edit (it was refused as one).
+    other_text = os.path.join(work, "other.txt")
+    with open(other_text, "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog. " * 400)
+    other_data = os.path.join(work, "other_data")
+    prepared = run("prepare", "--text", other_text, "--out", other_data)
+    checks.check(prepared.returncode == 0, f"a second dataset prepares ({prepared.stderr.strip()[-200:]})")
+    other = train("other_run", "--set", f"data.train_file={other_data}/train.bin", "--set",
+                  f"data.val_file={other_data}/val.bin", "--set", f"data.vocab_file={other_data}/vocab.json")
+    cut_folder = os.path.join(work, "cut")
+    run("ckpt", "export", chars, "--format", "hf", "--out", cut_folder)
+    cut = subprocess.run([binary, "ckpt", "export", other, "--format", "hf", "--out", cut_folder], capture_output=True,
+                         text=True, timeout=300, env=dict(os.environ, ZT_TEST_EXPORT_EXIT_AFTER_RENAMES="1"))
+    finish = run("ckpt", "export", other, "--format", "hf", "--out", cut_folder)
+    with open(os.path.join(other_data, "vocab.json")) as f:
+        other_vocab = json.load(f).get("tokens", [])
+    with open(os.path.join(cut_folder, "tokenizer.json")) as f:
+        exported = json.load(f).get("model", {}).get("vocab", {})
+    checks.check(cut.returncode != 0 and finish.returncode == 0 and sorted(exported) == sorted(other_vocab),
+                 f"an export cut between its renames is completed by the next ({cut.returncode}, "
+                 f"{finish.stderr.strip()[-300:]})")
+
     for name in ("model-00001-of-00006.safetensors.tmp", "tokenizer.json.tmp", "notes.tmp"):
         with open(os.path.join(out, name), "wb") as f:
             f.write(b"left by a killed export")

@@ -101,6 +101,7 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
         std::tuple{"", "fp16", "(no fp16 with loss scaling here"},
         std::tuple{"zero", "offload_optimizer", "(no CPU or NVMe offload here"},
         std::tuple{"zero", "offload_param", "(no CPU or NVMe offload here"},
+        std::tuple{"", "offload_params", "(no CPU or NVMe offload here"},
         std::tuple{"zero", "reduce_bucket_size", "'zero.max_inflight_reduction_mb' bounds what the reductions"},
         std::tuple{"zero", "allgather_bucket_size", "(each gather is a unit's"},
         std::tuple{"zero", "stage3_prefetch_bucket_size", "'zero.prefetch_units' counts the units gathered ahead"},
@@ -335,13 +336,31 @@ TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
     return d.find("train.micro_batch = 32 (train.global_batch_tokens = 1024 over") != std::string::npos;
   }));
   EXPECT_EQ(parse_run_config(doc, "test.json", 4).train.micro_batch, 8);
+  // Its config.json keeps the terms given, so on another rank count it derives the micro-batch again
+  // (it kept micro_batch 32 in place of grad_accum 2: refused on 4 ranks).
+  const nlohmann::json saved = c.run_file_json();
+  EXPECT_FALSE(saved["train"].contains("micro_batch")) << saved["train"].dump();
+  EXPECT_EQ(saved["train"].value("grad_accum", 0), 2);
+  EXPECT_EQ(saved["train"].value("global_batch_tokens", 0), 1024);
+  nlohmann::json again = saved;
+  take_derived_out(again, "config.json");
+  EXPECT_EQ(parse_run_config(again, "config.json", 4).train.micro_batch, 8);
   doc["train"] = {{"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 1024}};
   expect_error(doc, {"train.global_batch_tokens = 1024 disagrees", "4 x 16 x 3 x 1"});
   // All three given and disagreeing: the split that keeps the accumulation given is named too.
   doc["train"] = {{"micro_batch", 16}, {"seq_len", 16}, {"grad_accum", 2}, {"global_batch_tokens", 256}};
   expect_error(doc, {"(train.grad_accum = 1 agrees with it; train.micro_batch = 8 keeps grad_accum 2)"});
   doc["train"] = {{"micro_batch", 16}, {"seq_len", 16}, {"grad_accum", 2}, {"global_batch_tokens", 192}};
-  expect_error(doc, {"(train.micro_batch = 12 splits it: grad_accum 1; train.micro_batch = 6 keeps grad_accum 2)"});
+  expect_error(doc, {"= 16 x 16 x 2 x 1 = 512 (train.micro_batch = 6 keeps grad_accum 2)"});
+  // None keeps it: said, beside the accumulation that agrees or any split; a micro-batch not given
+  // is named as the default it is.
+  doc["train"] = {{"micro_batch", 16}, {"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 256}};
+  expect_error(doc, {"(train.grad_accum = 1 agrees with it; no micro-batch keeps grad_accum 3)"});
+  doc["train"] = {{"micro_batch", 16}, {"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 1000}};
+  expect_error(doc, {"(no micro-batch keeps grad_accum 3; no micro-batch splits it on 1 rank(s)"});
+  doc["train"] = {{"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 1024}};
+  expect_error(doc, {"(train.micro_batch is not given: its default, 4; train.grad_accum = 16 agrees with it; no "
+                     "micro-batch keeps grad_accum 3)"});
   // A derived grad_accum keeps its own range (a run of 2^31 micro-batches a step would never end a step).
   doc["train"] = {{"micro_batch", 1}, {"seq_len", 1}, {"global_batch_tokens", 65537}};
   expect_error(doc, {"makes train.grad_accum = 65537, above its largest, 65536"});
@@ -407,6 +426,16 @@ TEST(RunConfig, NullIsAKeyNotGiven) {
   EXPECT_EQ(c.train.grad_accum, 1);  // not given: derived again from the batch terms left
   c = load_run_config(path, {"train.global_batch_tokens=256", "train.grad_accum=null"});
   EXPECT_EQ(c.train.grad_accum, 4);
+  // A section given as null is one not given; a key set inside it makes it.
+  doc["zero"] = nullptr;
+  doc["derived"] = nullptr;
+  {
+    std::ofstream out(path);
+    out << doc.dump();
+  }
+  EXPECT_EQ(load_run_config(path, {}).zero.stage, 0);
+  EXPECT_EQ(load_run_config(path, {"zero.stage=1"}).zero.stage, 1);
+  EXPECT_EQ(load_run_config(path, {"optim=null"}).optim.adamw.lr, RunConfig().optim.adamw.lr);
   try {
     (void)load_run_config(path, {"optim.lrr=null"});
     ADD_FAILURE() << "a misspelt key given null was taken";

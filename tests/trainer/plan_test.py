@@ -415,7 +415,7 @@ def main():
           f"a file with both batch terms is planned at its global batch ({p.stderr.strip()[-300:]})")
     t = subprocess.run([binary, "train", "--config", both, "--run-dir", os.path.join(work, "both_run")],
                        capture_output=True, text=True, timeout=300)
-    check(t.returncode == 2 and "(train.grad_accum = 4 agrees with it)" in t.stderr,
+    check(t.returncode == 2 and "(train.grad_accum = 4 agrees with it; " in t.stderr,
           f"terms that disagree name the accumulation that agrees ({t.stderr.strip()[-300:]})")
     # The split named keeps grad_accum in its range (it named micro-batch 3 at grad_accum 65537).
     t = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "cap_run"), "--set",

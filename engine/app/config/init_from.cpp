@@ -62,7 +62,9 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
   const ModelFamily& family = model_family(pretrained.model_keys.value("arch", ""));
   std::string conflicts;
   for (const auto& [key, value] : pretrained.model_keys.items()) {
-    const bool given = model.contains(key) && !model[key].is_null();  // null: not given (ConfigReader::find)
+    // Null is a key not given (ConfigReader::find), but for rope_scaling, whose null is a value, no
+    // scaling, as in Hugging Face's configs: compared with the checkpoint's as any value.
+    const bool given = model.contains(key) && (!model[key].is_null() || key == "rope_scaling");
     if (given && !family.same_model_key(key, model[key], value)) {
       conflicts += fmt::format("{}model.{} = {} ({}; the checkpoint has {})", conflicts.empty() ? "" : ", ", key,
                                preview_json(model[key]), section.source_of(key), preview_json(value));

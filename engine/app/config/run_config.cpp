@@ -228,7 +228,9 @@ constexpr const char* kFileDerivedKeys[] = {"train.seq_len",     "optim.min_lr",
 nlohmann::json RunConfig::run_file_json() const {
   nlohmann::json j = to_json();
   if (train.global_batch_given) {
-    j["train"].erase("grad_accum");
+    // The terms the config gave, so that on another rank count the file derives what it derived:
+    // the accumulation, or the micro-batch where the config gave the accumulation instead.
+    j["train"].erase(train.micro_batch_derived ? "micro_batch" : "grad_accum");
     j["train"]["global_batch_tokens"] = train.global_batch_tokens;
   }
   // The defaults that follow another key, named: the file stays the whole resolved config, and,
@@ -248,6 +250,10 @@ nlohmann::json RunConfig::run_file_json() const {
 
 void take_derived_out(nlohmann::json& doc, const std::string& source) {
   if (!doc.is_object() || !doc.contains("derived")) return;
+  if (doc["derived"].is_null()) {  // null: not given (ConfigReader::find)
+    doc.erase("derived");
+    return;
+  }
   const nlohmann::json list = doc["derived"];
   doc.erase("derived");
   const auto refuse = [&] {

@@ -55,6 +55,8 @@ struct TrainConfig {
   int grad_accum = 1;                    // micro-batches per optimizer step
   std::int64_t global_batch_tokens = 0;  // micro_batch * seq_len * grad_accum * ranks
   bool global_batch_given = false;       // the config gave global_batch_tokens (grad_accum derived)
+  // Derived from global_batch_tokens and a grad_accum given (run_file_json keeps those two instead).
+  bool micro_batch_derived = false;
   int max_steps = 100;
   std::uint64_t seed = 1337;
   int num_threads = 0;             // CPU threads for kernels and BLAS; 0 means every core

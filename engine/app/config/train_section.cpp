@@ -2,6 +2,7 @@
 #include "engine/app/config/train_section.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <strings.h>
@@ -107,6 +108,7 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_micro, bool has_accum
   if (const int micro = micro_batch_keeping_accum(t, c.world_size);
       has_global && has_accum && !has_micro && micro > 0) {
     t.micro_batch = micro;
+    t.micro_batch_derived = true;
     c.derived.push_back(fmt::format(
         "train.micro_batch = {} (train.global_batch_tokens = {} over seq_len {} x grad_accum {} x ranks {})",
         t.micro_batch, t.global_batch_tokens, t.seq_len, t.grad_accum, c.world_size));
@@ -155,17 +157,25 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_micro, bool has_accum
   }
   const std::int64_t implied = past_any_batch ? 0 : per_accum * t.grad_accum;
   if (has_global && (past_any_batch || t.global_batch_tokens != implied)) {
-    std::string hint = !past_any_batch && t.global_batch_tokens % per_accum == 0 &&
-                               t.global_batch_tokens / per_accum <= kMaxConfigGradAccum
-                           ? fmt::format(" (train.grad_accum = {} agrees with it)", t.global_batch_tokens / per_accum)
-                           : batch_split_hint(t.micro_batch, t.seq_len, c.world_size, t.global_batch_tokens);
-    // And the split that keeps the accumulation given, where one does and the hint names another
-    // (it named only the micro-batch's, the user's grad_accum dropped).
-    const int keeping = micro_batch_keeping_accum(t, c.world_size);
-    if (keeping > 0 && hint.ends_with(')') &&
-        hint.find(fmt::format("= {} splits it: grad_accum {})", keeping, t.grad_accum)) == std::string::npos) {
-      hint.insert(hint.size() - 1, fmt::format("; train.micro_batch = {} keeps grad_accum {}", keeping, t.grad_accum));
+    // The ways to agree: the accumulation that agrees with the micro-batch, and the micro-batch that
+    // keeps the accumulation given (naming only the first dropped the user's grad_accum); where
+    // neither does, any split, and that none keeps the accumulation. A micro-batch not given is
+    // named as the default it is (a value the user never wrote).
+    std::vector<std::string> ways;
+    if (!has_micro) ways.push_back(fmt::format("train.micro_batch is not given: its default, {}", t.micro_batch));
+    if (!past_any_batch && t.global_batch_tokens % per_accum == 0 &&
+        t.global_batch_tokens / per_accum <= kMaxConfigGradAccum) {
+      ways.push_back(fmt::format("train.grad_accum = {} agrees with it", t.global_batch_tokens / per_accum));
     }
+    if (const int keeping = micro_batch_keeping_accum(t, c.world_size); keeping > 0) {
+      ways.push_back(fmt::format("train.micro_batch = {} keeps grad_accum {}", keeping, t.grad_accum));
+    } else if (ways.size() == (has_micro ? 0u : 1u)) {
+      ways.push_back(fmt::format("no micro-batch keeps grad_accum {}{}", t.grad_accum,
+                                 batch_split_hint(t.micro_batch, t.seq_len, c.world_size, t.global_batch_tokens)));
+    } else {
+      ways.push_back(fmt::format("no micro-batch keeps grad_accum {}", t.grad_accum));
+    }
+    const std::string hint = fmt::format(" ({})", fmt::join(ways, "; "));
     throw_batch_split(
         t, c.world_size,
         "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "

@@ -285,7 +285,7 @@ ConfigReader ConfigReader::section(const std::string& key) {
 
 std::optional<ConfigReader> ConfigReader::optional_section(const std::string& key) {
   const nlohmann::json* v = find(key);
-  if (v == nullptr || v->is_null()) return std::nullopt;
+  if (v == nullptr) return std::nullopt;  // absent, or null (find)
   return section(key);
 }
 

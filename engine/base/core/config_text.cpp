@@ -178,7 +178,8 @@ std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& 
       target = value;
       return {dotted_key};
     }
-    if (!node->contains(part)) (*node)[part] = nlohmann::json::object();
+    // A section given as null is one not given (ConfigReader::find): a key set inside it makes it.
+    if (!node->contains(part) || (*node)[part].is_null()) (*node)[part] = nlohmann::json::object();
     node = &(*node)[part];
     start = dot + 1;
   }

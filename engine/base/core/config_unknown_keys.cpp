@@ -68,31 +68,31 @@ std::vector<const char*> our_names_for(const std::string& key) {
 // what stands for them, said instead of a spelling's guess (reduce_bucket_size's nearest key takes
 // MiB, not elements; there is no offload for a guess to find).
 const char* other_trainer_note(const std::string& key) {
+  static constexpr const char* kBatch =
+      "the global batch is 'train.global_batch_tokens', in tokens: sequences x train.seq_len";
+  static constexpr const char* kOffload =
+      "no CPU or NVMe offload here: 'zero.stage' 3 shards parameters, gradients and optimizer states, and "
+      "'train.activation_checkpointing' trades activations for compute";
+  static constexpr const char* kLiveUnits =
+      "'zero.prefetch_units' and 'zero.reshard_after_forward' decide how many units stay gathered";
   static const std::pair<const char*, const char*> kNotes[] = {
-      {"train_batch_size", "the global batch is 'train.global_batch_tokens', in tokens: sequences x train.seq_len"},
-      {"global_batch_size", "the global batch is 'train.global_batch_tokens', in tokens: sequences x train.seq_len"},
+      {"train_batch_size", kBatch},
+      {"global_batch_size", kBatch},
       {"zero_optimization", "ZeRO's options are the 'zero' section's keys: 'zero.stage', 'zero.overlap_comm', ..."},
       {"fp16",
        "no fp16 with loss scaling here: bf16, which needs none, through 'precision.param_dtype' and "
        "'precision.activations'"},
-      {"offload_optimizer",
-       "no CPU or NVMe offload here: 'zero.stage' 3 shards parameters, gradients and optimizer states, and "
-       "'train.activation_checkpointing' trades activations for compute"},
-      {"offload_param",
-       "no CPU or NVMe offload here: 'zero.stage' 3 shards parameters, gradients and optimizer states, and "
-       "'train.activation_checkpointing' trades activations for compute"},
-      {"cpu_offload",
-       "no CPU or NVMe offload here: 'zero.stage' 3 shards parameters, gradients and optimizer states, and "
-       "'train.activation_checkpointing' trades activations for compute"},
+      {"offload_optimizer", kOffload},
+      {"offload_param", kOffload},
+      {"offload_params", kOffload},  // FSDP's CPUOffload field
+      {"cpu_offload", kOffload},
       {"reduce_bucket_size",
-       "each reduction is a unit's; 'zero.max_inflight_reduction_mb' bounds what the reductions in flight hold, "
-       "in MiB"},
+       "each reduction is a unit's; at stages 2-3 (and deterministic stages 0-1) "
+       "'zero.max_inflight_reduction_mb' bounds what the reductions in flight hold, in MiB"},
       {"allgather_bucket_size", "each gather is a unit's: 'train.block_units' and 'train.head_chunks' size the units"},
       {"stage3_prefetch_bucket_size", "'zero.prefetch_units' counts the units gathered ahead, not elements"},
-      {"stage3_max_live_parameters",
-       "'zero.prefetch_units' and 'zero.reshard_after_forward' decide how many units stay gathered"},
-      {"stage3_max_reuse_distance",
-       "'zero.prefetch_units' and 'zero.reshard_after_forward' decide how many units stay gathered"},
+      {"stage3_max_live_parameters", kLiveUnits},
+      {"stage3_max_reuse_distance", kLiveUnits},
       {"contiguous_gradients", "always so here, with no key: each unit's gradients are one flat buffer"},
       {"sharding_strategy",
        "'zero.stage' (FULL_SHARD 3, SHARD_GRAD_OP 2, NO_SHARD 0) and, for HYBRID_SHARD, 'zero.shard_group_size'"},

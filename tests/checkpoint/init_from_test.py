@@ -138,6 +138,13 @@ def check_scaled_rope(checks, work, train, tokens, binary):
                              f"transformers loads the export with its rope_scaling ({back.config.rope_scaling}) "
                              f"and loss ({got:.7f})")
 
+    # rope_scaling's null is a value, no scaling (as in Hugging Face's configs), unlike other keys'
+    # null (not given): against the checkpoint's linear scaling it is a conflict, refused, not the
+    # checkpoint's scaling taken in silence.
+    run_dir, p = train("rope_null", folder, 1, "--set", "model.rope_scaling=null")
+    checks.check(p.returncode == 2 and "model.rope_scaling = null" in p.stderr and "drop these keys or match them"
+                 in p.stderr, f"model.rope_scaling = null against a scaled checkpoint: refused ({p.stderr[-300:]})")
+
     folder3 = os.path.join(work, "llama_rope_llama3")
     os.makedirs(folder3)
     with open(os.path.join(folder, "model.safetensors"), "rb") as src, \

@@ -86,7 +86,7 @@ double work(OpClass c, const Shape& s) {
 namespace {
 
 OpProfile load_op_profile_or_throw(const std::string& path) {
-  nlohmann::json config, profile;
+  nlohmann::json config, profile, machine;
   if (fs::is_directory(path)) {
     config = read_json_file((fs::path(path) / "config.json").string(), "--profile");
     profile = read_json_file((fs::path(path) / "op_profile.json").string(), "--profile");
@@ -98,6 +98,7 @@ OpProfile load_op_profile_or_throw(const std::string& path) {
     }
     config = doc["config"];
     profile = doc["op_profile"];
+    machine = doc.value("machine", nlohmann::json());
   }
   // Each field as a run writes it, else named: a count out of its range (micro_batch 0 made a step
   // of hours), a negative or infinite time (ranked a negative step first), another type.
@@ -126,6 +127,7 @@ OpProfile load_op_profile_or_throw(const std::string& path) {
     throw_input_error("--profile: {}: op_profile.device is {}, not a string", path, profile["device"].dump());
   }
   p.device = profile.value("device", std::string("?"));
+  if (machine.is_string()) p.machine = machine.get<std::string>();
   if (p.device.starts_with("cpu")) {  // "cpu (2 threads)"; another form: threads unknown (0)
     const std::size_t open = p.device.find('(');
     long long threads = 0;

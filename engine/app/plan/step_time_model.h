@@ -20,6 +20,9 @@ namespace zt::plan {
 // A measured per-op profile and the shape it was measured at.
 struct OpProfile {
   std::string source, device;
+  // The machine a profile file says it was recorded on ("machine": the repository's reference
+  // profiles name the CPU and its sgemm rate); "" for a run directory's, the user's own.
+  std::string machine;
   ModelConfig model;        // the profiled model's dimensions
   std::int64_t tokens = 0;  // per micro-batch: micro_batch x seq_len
   int seq_len = 0;

@@ -176,6 +176,16 @@ std::string profile_device_warning(const plan::OpProfile& profile, Device device
       profile.device, device == Device::kCPU ? "the cpu" : "cuda");
 }
 
+// Where the profile is a reference file (the repository's): its times are its machine's, which a
+// step here may differ from by a third (a trial's 2-core VM: 24-33% slower than the reference's).
+std::string profile_machine_note(const plan::OpProfile& profile) {
+  if (profile.machine.empty()) return "";
+  return fmt::format(
+      "note: the step times are those of the profile's machine ({}); for this machine's, profile a run here "
+      "(--set log.profile_ops=true) and give its directory to --profile",
+      profile.machine);
+}
+
 // "zero.stage=3" -> "3": the value of a --set entry.
 std::string value_of(const plan::Choice& c, const std::string& key) {
   for (const std::string& s : c.sets) {
@@ -237,9 +247,10 @@ int plan_main(const std::vector<std::string>& args) {
   const int top = parser.get_int("top", 10, 1, 1 << 20);                     // read before anything prints
   const plan::PlanResult r = plan::plan(parser.get("config"), parser.all("set"), ranks, budget, profile, links);
   const std::string device_warning = profile_device_warning(profile, r.device);
+  const std::string machine_note = profile_machine_note(profile);
 
   nlohmann::json notes = nlohmann::json::array();
-  for (const std::string& line : {r.note, device_warning}) {
+  for (const std::string& line : {r.note, device_warning, machine_note}) {
     if (!line.empty()) notes.push_back(line);
   }
   if (parser.has("json")) {
@@ -283,6 +294,7 @@ int plan_main(const std::vector<std::string>& args) {
   if (!r.note.empty()) fmt::print("note: {}\n", r.note);
   if (!r.held.empty()) fmt::print("held as --set gives them, not searched: {}\n", fmt::join(r.held, ", "));
   if (!device_warning.empty()) fmt::print("{}\n", device_warning);
+  if (!machine_note.empty()) fmt::print("{}\n", machine_note);
   fmt::print("{} choices considered ({} refused by the config's rules), {} fit\n\n", r.considered, r.invalid,
              r.fitting.size());
   if (r.fitting.empty()) throw_input_error("{}", nothing_fits(r, budget));

@@ -137,6 +137,23 @@ def main():
                  f"an export cut between its renames is completed by the next ({cut.returncode}, "
                  f"{finish.stderr.strip()[-300:]})")
 
+    # ... while a tokenizer file the user edited stays the user's across a cut (taken as the export's
+    # while a cut's marker was there, it was removed by the export that completed the cut).
+    kept_edit = os.path.join(work, "cut_edit")
+    run("ckpt", "export", chars, "--format", "hf", "--out", kept_edit)
+    with open(os.path.join(kept_edit, "tokenizer_config.json")) as f:
+        config = json.load(f)
+    config["chat_template"] = "{{ messages }}"
+    with open(os.path.join(kept_edit, "tokenizer_config.json"), "w") as f:
+        json.dump(config, f)
+    subprocess.run([binary, "ckpt", "export", ids, "--format", "hf", "--out", kept_edit], capture_output=True,
+                   text=True, timeout=300, env=dict(os.environ, ZT_TEST_EXPORT_EXIT_AFTER_RENAMES="0"))
+    after_cut = run("ckpt", "export", ids, "--format", "hf", "--out", kept_edit)
+    left = sorted(n for n in os.listdir(kept_edit) if n.startswith("tokenizer"))
+    checks.check(after_cut.returncode == 0 and left == ["tokenizer_config.json"],
+                 f"after a cut export, an edited tokenizer file stays; the unedited one goes ({left}; "
+                 f"{after_cut.stderr.strip()[-200:]})")
+
     for name in ("model-00001-of-00006.safetensors.tmp", "tokenizer.json.tmp", "notes.tmp"):
         with open(os.path.join(out, name), "wb") as f:
             f.write(b"left by a killed export")

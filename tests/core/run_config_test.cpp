@@ -336,10 +336,12 @@ TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
     return d.find("train.micro_batch = 32 (train.global_batch_tokens = 1024 over") != std::string::npos;
   }));
   EXPECT_EQ(parse_run_config(doc, "test.json", 4).train.micro_batch, 8);
-  // Its config.json keeps the terms given, so on another rank count it derives the micro-batch again
-  // (it kept micro_batch 32 in place of grad_accum 2: refused on 4 ranks).
+  // Its config.json keeps the terms given, and the micro-batch named as derived, so on another rank
+  // count it derives the micro-batch again (it kept micro_batch 32 in place of grad_accum 2: refused
+  // on 4 ranks); the micro-batch stays written for what reads the file (eval --run, plan --profile).
   const nlohmann::json saved = c.run_file_json();
-  EXPECT_FALSE(saved["train"].contains("micro_batch")) << saved["train"].dump();
+  EXPECT_EQ(saved["train"].value("micro_batch", 0), 32) << saved["train"].dump();
+  EXPECT_NE(saved["derived"].dump().find("\"train.micro_batch\""), std::string::npos) << saved.dump();
   EXPECT_EQ(saved["train"].value("grad_accum", 0), 2);
   EXPECT_EQ(saved["train"].value("global_batch_tokens", 0), 1024);
   nlohmann::json again = saved;
@@ -356,6 +358,8 @@ TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
   // is named as the default it is.
   doc["train"] = {{"micro_batch", 16}, {"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 256}};
   expect_error(doc, {"(train.grad_accum = 1 agrees with it; no micro-batch keeps grad_accum 3)"});
+  doc["train"] = {{"micro_batch", 16}, {"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 80}};
+  expect_error(doc, {"(no micro-batch keeps grad_accum 3; train.micro_batch = 5 splits it: grad_accum 1)"});
   doc["train"] = {{"micro_batch", 16}, {"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 1000}};
   expect_error(doc, {"(no micro-batch keeps grad_accum 3; no micro-batch splits it on 1 rank(s)"});
   doc["train"] = {{"seq_len", 16}, {"grad_accum", 3}, {"global_batch_tokens", 1024}};

@@ -171,18 +171,30 @@ def main():
 
     # The reference profile's times are its machine's, named; a run directory's own profile (this
     # machine's) is not noted (a trial's VM ran the README's pick 24-33% slower than estimated).
-    machine_note = "note: the step times are those of the profile's machine (Intel"
+    machine_note = "the step times are those of the profile's machine (Intel"
     profiled = os.path.join(work, "profiled_run")
     trained = subprocess.run([binary, "train", "--config", config, "--run-dir", profiled, "--set",
                               "log.profile_ops=true", "--set", "train.max_steps=3"],
                              capture_output=True, text=True, timeout=300)
     own = subprocess.run([binary, "plan", "--config", config, "--ranks", "2", "--device-memory", "1TB", "--profile",
                           profiled, "--json"], capture_output=True, text=True, timeout=300)
-    check(machine_note in cuda[0].stdout and any(n.startswith(machine_note) for n in json.loads(cuda[1].stdout)["notes"])
+    check("note: " + machine_note in cuda[0].stdout and any(n.startswith(machine_note) for n in json.loads(cuda[1].stdout)["notes"])
           and trained.returncode == 0 and own.returncode == 0 and
           not any("profile's machine" in n for n in json.loads(own.stdout)["notes"]),
           f"the reference profile's machine is named, a run's own profile is not ({cuda[0].stdout[:600]}; "
           f"{trained.stderr.strip()[-200:]}; {own.stderr.strip()[-200:]})")
+
+    # A profile's machine is a string, printed as one line of printable text; another type is refused.
+    with open(PROFILE) as f:
+        reference = json.load(f)
+    for machine, said in (("fast\nbox\x1b[31m", "(fast?box?[31m)"), (5, "machine is 5, not a string")):
+        odd = os.path.join(work, "odd_profile.json")
+        with open(odd, "w") as f:
+            json.dump(dict(reference, machine=machine), f)
+        p = subprocess.run([binary, "plan", "--config", config, "--ranks", "2", "--device-memory", "1TB", "--profile",
+                            odd, "--top", "1"], capture_output=True, text=True, timeout=300)
+        check(said in p.stdout + p.stderr and (p.returncode == 0) == isinstance(machine, str),
+              f"a profile's machine {machine!r}: {said} ({p.returncode}: {(p.stdout + p.stderr)[:300]})")
 
     # GPT-2 124M ranked by the CPU profile: steps of about 40 minutes, printed as such, not in ms.
     p = subprocess.run([binary, "plan", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"), "--ranks", "1",

@@ -13,7 +13,6 @@
 #include "engine/app/data/vocab_tokenizer_json.h"
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/json_file.h"
-#include "engine/app/io/output_file.h"
 #include "engine/app/io/safetensors.h"
 #include "engine/base/core/check.h"
 
@@ -51,12 +50,15 @@ std::string tokenizer_crc_list(const std::vector<std::pair<std::string, std::str
 
 EarlierTokenizerFiles earlier_export_tokenizer_files(const fs::path& out_dir) {
   // Over every tensor file an export wrote: an export cut between its renames may leave shards of
-  // two exports, each naming its own (and its crc32s: a file either wrote is as written).
+  // two exports, each naming its own (and its crc32s: a file either wrote is as written), and the
+  // earlier export's files it was replacing, kept as NAME.zt-replaced (StagedFiles::commit) beside
+  // that export's tokenizer files not yet replaced.
   std::string lists, crcs;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!name.ends_with(".safetensors") || !written_by_export(e.path(), /*legacy=*/false)) continue;
+    const bool tensors = name.ends_with(".safetensors") || name.ends_with(".safetensors.zt-replaced");
+    if (!tensors || !written_by_export(e.path(), /*legacy=*/false)) continue;
     try {
       const nlohmann::json meta =
           read_safetensors_header(e.path().string()).json.value("__metadata__", nlohmann::json::object());
@@ -71,10 +73,6 @@ EarlierTokenizerFiles earlier_export_tokenizer_files(const fs::path& out_dir) {
   }
   lists.append(",");
   crcs.append(",");
-  // An export cut between its renames (the marker StagedFiles::commit leaves) may have left the
-  // earlier export's tokenizer beside the new tensors' crc32s: its recorded files are taken as
-  // written, as before the crc32s were recorded (the next export completes the cut one).
-  const bool cut = fs::exists(out_dir / kIncompleteOutputMarker, ec);
   EarlierTokenizerFiles files;
   for (const char* f : data::kTokenizerFiles) {  // only a tokenizer file's name: nothing else is removed
     const fs::path path = out_dir / f;
@@ -82,7 +80,7 @@ EarlierTokenizerFiles earlier_export_tokenizer_files(const fs::path& out_dir) {
     // Recorded without a crc32 (an export from before them): as written, as those exports took it.
     // Not a file (a directory of its name): left to the renames, which refuse it by name.
     const std::string crc_item = std::string(",").append(f).append(":");
-    bool as_written = cut || crcs.find(crc_item) == std::string::npos || !fs::is_regular_file(path, ec);
+    bool as_written = crcs.find(crc_item) == std::string::npos || !fs::is_regular_file(path, ec);
     if (!as_written) {
       const std::string text = read_whole_input(path.string(), "--out");
       const std::string now = tokenizer_crc_list({{f, text}});

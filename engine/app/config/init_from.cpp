@@ -12,6 +12,17 @@
 
 namespace zt {
 
+namespace {
+
+// Whether the config gives model key `key`: null is a key not given (ConfigReader::find), but for
+// rope_scaling, whose null is a value, no scaling, as in Hugging Face's configs: compared with the
+// checkpoint's as any value.
+bool model_key_given(const nlohmann::json& model, const std::string& key) {
+  return model.contains(key) && (!model[key].is_null() || key == "rope_scaling");
+}
+
+}  // namespace
+
 OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
                                 const std::function<nlohmann::json()>& saved_model_keys) {
   OverrideSources set;
@@ -39,8 +50,7 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
     root.section("model");  // refused here unless a JSON object
     nlohmann::json& model = doc["model"];
     for (const auto& [key, value] : saved.items()) {
-      // The config's own keys stay (a resume compares them); null is none given.
-      if (model.contains(key) && !model[key].is_null()) continue;
+      if (model_key_given(model, key)) continue;  // the config's own keys stay (a resume compares them)
       model[key] = value;
       set["model." + key] = "the checkpoint resumed (train.init_from no longer exists)";
     }
@@ -62,9 +72,7 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
   const ModelFamily& family = model_family(pretrained.model_keys.value("arch", ""));
   std::string conflicts;
   for (const auto& [key, value] : pretrained.model_keys.items()) {
-    // Null is a key not given (ConfigReader::find), but for rope_scaling, whose null is a value, no
-    // scaling, as in Hugging Face's configs: compared with the checkpoint's as any value.
-    const bool given = model.contains(key) && (!model[key].is_null() || key == "rope_scaling");
+    const bool given = model_key_given(model, key);
     if (given && !family.same_model_key(key, model[key], value)) {
       conflicts += fmt::format("{}model.{} = {} ({}; the checkpoint has {})", conflicts.empty() ? "" : ", ", key,
                                preview_json(model[key]), section.source_of(key), preview_json(value));

@@ -221,18 +221,18 @@ namespace {
 // The first three from flags of their sections; train.num_threads where the node's cores (or
 // OMP_NUM_THREADS) gave it; the model family's own (ModelConfig::derived_family_keys).
 constexpr const char* kFileDerivedKeys[] = {"train.seq_len",     "optim.min_lr",    "optim.decay_steps",
-                                            "train.num_threads", "model.n_kv_head", "model.intermediate_size"};
+                                            "train.num_threads", "model.n_kv_head", "model.intermediate_size",
+                                            "train.micro_batch"};
 
 }  // namespace
 
 nlohmann::json RunConfig::run_file_json() const {
   nlohmann::json j = to_json();
-  if (train.global_batch_given) {
-    // The terms the config gave, so that on another rank count the file derives what it derived:
-    // the accumulation, or the micro-batch where the config gave the accumulation instead.
-    j["train"].erase(train.micro_batch_derived ? "micro_batch" : "grad_accum");
-    j["train"]["global_batch_tokens"] = train.global_batch_tokens;
-  }
+  // The terms the config gave, so that on another rank count the file derives what it derived:
+  // the accumulation, or the micro-batch where the config gave the accumulation instead (written,
+  // for what reads the file, and named in "derived" below).
+  if (train.global_batch_given && !train.micro_batch_derived) j["train"].erase("grad_accum");
+  if (train.global_batch_given) j["train"]["global_batch_tokens"] = train.global_batch_tokens;
   // The defaults that follow another key, named: the file stays the whole resolved config, and,
   // given again, derives them again (take_derived_out), so that with --set train.max_steps=6 the
   // schedule is 6 steps long (written as given, decay_steps stayed the first run's 2 and the rate
@@ -244,6 +244,7 @@ nlohmann::json RunConfig::run_file_json() const {
     if (!given[i]) derived_keys.push_back(kFileDerivedKeys[i]);
   }
   for (const std::string& key : model.derived_family_keys) derived_keys.push_back("model." + key);
+  if (train.micro_batch_derived) derived_keys.push_back("train.micro_batch");
   if (!derived_keys.empty()) j["derived"] = std::move(derived_keys);
   return j;
 }

@@ -54,8 +54,8 @@ struct TrainConfig {
   bool seq_len_given = false;            // the config gave it (else run_file_json leaves it out)
   int grad_accum = 1;                    // micro-batches per optimizer step
   std::int64_t global_batch_tokens = 0;  // micro_batch * seq_len * grad_accum * ranks
-  bool global_batch_given = false;       // the config gave global_batch_tokens (grad_accum derived)
-  // Derived from global_batch_tokens and a grad_accum given (run_file_json keeps those two instead).
+  bool global_batch_given = false;       // the config gave global_batch_tokens (grad_accum or micro_batch derived)
+  // Derived from global_batch_tokens and a grad_accum given (run_file_json names it in "derived").
   bool micro_batch_derived = false;
   int max_steps = 100;
   std::uint64_t seed = 1337;

@@ -31,17 +31,17 @@ template <typename... Args>
 
 }  // namespace
 
-std::string batch_split_hint(int config_micro_batch, int seq_len, int world_size, std::int64_t global) {
+BatchSplit batch_split(int config_micro_batch, int seq_len, int world_size, std::int64_t global) {
   const std::int64_t per_sequence = std::int64_t{seq_len} * world_size;
   if (per_sequence > kMaxConfigGlobalBatchTokens) {  // one sequence a rank is past any global batch already
-    return fmt::format(
-        "; no micro-batch splits it on {} rank(s): one sequence a rank, train.seq_len x ranks = {}, is "
-        "past the {} train.global_batch_tokens takes",
-        world_size, per_sequence, kMaxConfigGlobalBatchTokens);
+    return {
+        fmt::format("no micro-batch splits it on {} rank(s): one sequence a rank, train.seq_len x ranks = {}, is "
+                    "past the {} train.global_batch_tokens takes",
+                    world_size, per_sequence, kMaxConfigGlobalBatchTokens)};
   }
   if (global % per_sequence != 0) {
-    return fmt::format("; no micro-batch splits it on {} rank(s): it must be a multiple of train.seq_len x ranks = {}",
-                       world_size, per_sequence);
+    return {fmt::format("no micro-batch splits it on {} rank(s): it must be a multiple of train.seq_len x ranks = {}",
+                        world_size, per_sequence)};
   }
   const std::int64_t sequences = global / per_sequence;  // micro_batch x grad_accum
   const auto splits = [&](std::int64_t m) { return sequences % m == 0 && sequences / m <= kMaxConfigGradAccum; };
@@ -50,11 +50,16 @@ std::string batch_split_hint(int config_micro_batch, int seq_len, int world_size
   if (!splits(micro_batch)) {  // every split below needs more accumulation than its range: the least above
     micro_batch = smallest_splitting_micro_batch(seq_len, world_size, global);
     if (micro_batch == 0) {
-      return fmt::format("; no micro-batch splits it on {} rank(s) within train.grad_accum's largest, {}", world_size,
-                         kMaxConfigGradAccum);
+      return {fmt::format("no micro-batch splits it on {} rank(s) within train.grad_accum's largest, {}", world_size,
+                          kMaxConfigGradAccum)};
     }
   }
-  return fmt::format(" (train.micro_batch = {} splits it: grad_accum {})", micro_batch, sequences / micro_batch);
+  return {fmt::format("train.micro_batch = {} splits it: grad_accum {}", micro_batch, sequences / micro_batch), true};
+}
+
+std::string batch_split_hint(int config_micro_batch, int seq_len, int world_size, std::int64_t global) {
+  const BatchSplit s = batch_split(config_micro_batch, seq_len, world_size, global);
+  return s.split ? fmt::format(" ({})", s.text) : "; " + s.text;
 }
 
 int smallest_splitting_micro_batch(int seq_len, int world_size, std::int64_t global) {
@@ -170,8 +175,8 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_micro, bool has_accum
     if (const int keeping = micro_batch_keeping_accum(t, c.world_size); keeping > 0) {
       ways.push_back(fmt::format("train.micro_batch = {} keeps grad_accum {}", keeping, t.grad_accum));
     } else if (ways.size() == (has_micro ? 0u : 1u)) {
-      ways.push_back(fmt::format("no micro-batch keeps grad_accum {}{}", t.grad_accum,
-                                 batch_split_hint(t.micro_batch, t.seq_len, c.world_size, t.global_batch_tokens)));
+      ways.push_back(fmt::format("no micro-batch keeps grad_accum {}; {}", t.grad_accum,
+                                 batch_split(t.micro_batch, t.seq_len, c.world_size, t.global_batch_tokens).text));
     } else {
       ways.push_back(fmt::format("no micro-batch keeps grad_accum {}", t.grad_accum));
     }

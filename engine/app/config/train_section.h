@@ -23,9 +23,16 @@ void read_optim_section(ConfigReader r, RunConfig& c);
 
 // What would split `global` tokens over seq_len x world_size: the micro-batch nearest the config's
 // from below (else above) whose sequences divide it with a grad_accum in its range,
-// " (train.micro_batch = M splits it: grad_accum A)", or "; no micro-batch splits it ..." saying
-// why none does (not a multiple of seq_len x ranks, past any global batch, or every split's
-// accumulation past its largest). For the batch terms' refusals, the config's and plan's.
+// "train.micro_batch = M splits it: grad_accum A" (`split` true), or "no micro-batch splits it ..."
+// saying why none does (not a multiple of seq_len x ranks, past any global batch, or every split's
+// accumulation past its largest).
+struct BatchSplit {
+  std::string text;
+  bool split = false;
+};
+BatchSplit batch_split(int config_micro_batch, int seq_len, int world_size, std::int64_t global);
+// batch_split's text as a refusal's tail: " (TEXT)" for a split, "; TEXT" for none. For the batch
+// terms' refusals, the config's and plan's.
 std::string batch_split_hint(int config_micro_batch, int seq_len, int world_size, std::int64_t global);
 
 // The smallest micro-batch whose sequences split `global` tokens over seq_len x world_size with a

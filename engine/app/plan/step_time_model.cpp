@@ -127,7 +127,13 @@ OpProfile load_op_profile_or_throw(const std::string& path) {
     throw_input_error("--profile: {}: op_profile.device is {}, not a string", path, profile["device"].dump());
   }
   p.device = profile.value("device", std::string("?"));
-  if (machine.is_string()) p.machine = machine.get<std::string>();
+  if (!machine.is_null() && !machine.is_string()) {
+    throw_input_error("--profile: {}: machine is {}, not a string", path, machine.dump());
+  }
+  // Printed in plan's note: one line of printable text, at most 300 characters.
+  for (const char ch : machine.is_string() ? machine.get<std::string>() : std::string()) {
+    if (p.machine.size() < 300) p.machine += static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f ? '?' : ch;
+  }
   if (p.device.starts_with("cpu")) {  // "cpu (2 threads)"; another form: threads unknown (0)
     const std::size_t open = p.device.find('(');
     long long threads = 0;

@@ -87,8 +87,8 @@ const char* other_trainer_note(const std::string& key) {
       {"offload_params", kOffload},  // FSDP's CPUOffload field
       {"cpu_offload", kOffload},
       {"reduce_bucket_size",
-       "each reduction is a unit's; at stages 2-3 (and deterministic stages 0-1) "
-       "'zero.max_inflight_reduction_mb' bounds what the reductions in flight hold, in MiB"},
+       "each reduction is a unit's; where gradients pend, as at stages 2-3, 'zero.max_inflight_reduction_mb' "
+       "bounds what the reductions in flight hold, in MiB"},
       {"allgather_bucket_size", "each gather is a unit's: 'train.block_units' and 'train.head_chunks' size the units"},
       {"stage3_prefetch_bucket_size", "'zero.prefetch_units' counts the units gathered ahead, not elements"},
       {"stage3_max_live_parameters", kLiveUnits},

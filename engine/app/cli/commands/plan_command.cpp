@@ -181,7 +181,7 @@ std::string profile_device_warning(const plan::OpProfile& profile, Device device
 std::string profile_machine_note(const plan::OpProfile& profile) {
   if (profile.machine.empty()) return "";
   return fmt::format(
-      "note: the step times are those of the profile's machine ({}); for this machine's, profile a run here "
+      "the step times are those of the profile's machine ({}); for this machine's, profile a run here "
       "(--set log.profile_ops=true) and give its directory to --profile",
       profile.machine);
 }
@@ -294,7 +294,7 @@ int plan_main(const std::vector<std::string>& args) {
   if (!r.note.empty()) fmt::print("note: {}\n", r.note);
   if (!r.held.empty()) fmt::print("held as --set gives them, not searched: {}\n", fmt::join(r.held, ", "));
   if (!device_warning.empty()) fmt::print("{}\n", device_warning);
-  if (!machine_note.empty()) fmt::print("{}\n", machine_note);
+  if (!machine_note.empty()) fmt::print("note: {}\n", machine_note);
   fmt::print("{} choices considered ({} refused by the config's rules), {} fit\n\n", r.considered, r.invalid,
              r.fitting.size());
   if (r.fitting.empty()) throw_input_error("{}", nothing_fits(r, budget));

@@ -129,5 +129,19 @@ TEST(CheckpointSave, CollectiveSaveOnOneRankWritesManifestAndLatest) {
   std::filesystem::remove_all(std::filesystem::path(folder).parent_path());
 }
 
+// Another model is refused naming the first difference: the weight-decay flags too (a manifest
+// edited to decay a LayerNorm gain was taken, the model's own flags used in silence).
+TEST(TableDifference, NamesADifferentWeightDecayFlag) {
+  auto table = [](bool gain_decays) {
+    ParamTable t;
+    t.add_unit("h.0");
+    t.add_param("w", {4, 3}, {4, 3}, true);
+    t.add_param("ln.weight", {3}, {3}, gain_decays);
+    return t;
+  };
+  EXPECT_EQ(table_difference(table(false), table(false)), "");
+  EXPECT_EQ(table_difference(table(true), table(false)), "'ln.weight' takes weight decay vs takes none");
+}
+
 }  // namespace
 }  // namespace zt::ckpt

@@ -75,6 +75,11 @@ std::string table_difference(const ParamTable& a, const ParamTable& b) {
       return fmt::format("'{}' has Hugging Face shape [{}] vs [{}]", p.name, fmt::join(p.hf_shape, ", "),
                          fmt::join(q.hf_shape, ", "));
     }
+    // A manifest edited to decay another tensor was taken, the model's own flags used in silence.
+    if (p.decays != q.decays) {
+      return fmt::format("'{}' {} weight decay vs {}", p.name, p.decays ? "takes" : "takes no",
+                         q.decays ? "takes it" : "takes none");
+    }
   }
   return "";
 }

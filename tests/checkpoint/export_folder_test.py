@@ -137,6 +137,19 @@ def main():
                  f"an export cut between its renames is completed by the next ({cut.returncode}, "
                  f"{finish.stderr.strip()[-300:]})")
 
+    # Two exports cut in a row: the second removed the first's set-aside tensors, and with them the
+    # record of the tokenizer beside them; the next export is refused, saying the record may be gone
+    # with the cut exports, not that the file was edited.
+    twice = os.path.join(work, "cut_twice")
+    run("ckpt", "export", chars, "--format", "hf", "--out", twice)
+    for renames in ("1", "0"):
+        subprocess.run([binary, "ckpt", "export", other, "--format", "hf", "--out", twice], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=renames))
+    third_try = run("ckpt", "export", other, "--format", "hf", "--out", twice)
+    checks.check(third_try.returncode == 0 or "whose record went with the exports cut while replacing it" in
+                 third_try.stderr, f"after two cut exports: completed, or refused saying the record may be gone "
+                 f"({third_try.returncode}: {third_try.stderr.strip()[-300:]})")
+
     # ... while a tokenizer file the user edited stays the user's across a cut (taken as the export's
     # while a cut's marker was there, it was removed by the export that completed the cut).
     kept_edit = os.path.join(work, "cut_edit")

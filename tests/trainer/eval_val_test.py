@@ -85,6 +85,17 @@ def main():
               f"data.order {order}: --ckpt step 2 --val is step 2's logged val_loss ({step2.stdout.strip()} vs "
               f"{logged(run_dir, 2)}; {step2.stderr.strip()[-200:]})")
 
+    # A run whose micro-batch it derived (global_batch_tokens and grad_accum given): --run reads the
+    # micro-batch the run ran (it read the default 4, so other windows, of 16 here).
+    derived = os.path.join(work, "derived_micro")
+    p = run([binary, "train", "--config", CONFIG, "--run-dir", derived, *common, "--set", "train.deterministic=true",
+             "--set", "train={\"micro_batch\": null, \"grad_accum\": 2, \"global_batch_tokens\": 512}"])
+    final = run([binary, "eval", "--run", derived, "--val"])
+    m = PRINTED.search(final.stdout)
+    check(p.returncode == 0 and printed_loss(final) is not None and printed_loss(final) == logged(derived, 4)
+          and m.group(2) == "16", f"a derived micro-batch: --run --val is the logged val_loss, in its windows "
+          f"({final.stdout.strip()} vs {logged(derived, 4)}; {p.stderr.strip()[-200:]})")
+
     # A config.json that no longer describes the model final.safetensors was trained as (edited, or a
     # later run's): refused naming the key (another head count computed another model in silence).
     edited = copy_run_with(run_dir, os.path.join(work, "edited_config"), "model", "n_head", 1)

@@ -196,6 +196,15 @@ def main():
         check(said in p.stdout + p.stderr and (p.returncode == 0) == isinstance(machine, str),
               f"a profile's machine {machine!r}: {said} ({p.returncode}: {(p.stdout + p.stderr)[:300]})")
 
+    # At most 300 characters, cut between two: a UTF-8 sequence cut in two was no JSON for --json.
+    with open(odd, "w") as f:
+        json.dump(dict(reference, machine="a" * 299 + "\u00e9b"), f)
+    p = subprocess.run([binary, "plan", "--config", config, "--ranks", "2", "--device-memory", "1TB", "--profile", odd,
+                        "--json"], capture_output=True, text=True, timeout=300)
+    notes = json.loads(p.stdout)["notes"] if p.returncode == 0 else []
+    check(any("(" + "a" * 299 + "\u00e9)" in n for n in notes),
+          f"a long machine: cut at 300 characters, not inside one ({p.returncode}: {p.stderr.strip()[-200:]})")
+
     # GPT-2 124M ranked by the CPU profile: steps of about 40 minutes, printed as such, not in ms.
     p = subprocess.run([binary, "plan", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"), "--ranks", "1",
                         "--device-memory", "1TB", "--profile", PROFILE, "--top", "1"],

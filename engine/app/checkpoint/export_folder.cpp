@@ -13,6 +13,7 @@
 #include "engine/app/data/vocab_tokenizer_json.h"
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/json_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/app/io/safetensors.h"
 #include "engine/base/core/check.h"
 
@@ -238,10 +239,15 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
       continue;
     }
     if (writes(f) && listed(recorded.edited, f)) {
+      // After exports cut while replacing others (their marker there), the record of the one that
+      // wrote it may be gone with its set-aside tensors: not necessarily the user's edit.
+      const bool cut = fs::exists(fs::path(out_dir) / kIncompleteOutputMarker, ec);
       throw_input_error(
-          "--out {} holds a {} changed since the export that wrote it (your edit), which this export would "
-          "replace with the run's: move it away to export here",
-          out_dir, f);
+          "--out {} holds a {} {}, which this export would replace with the run's: move it away to export here",
+          out_dir, f,
+          cut ? "that no export's record there matches (your edit, or the file of an export whose record went "
+                "with the exports cut while replacing it)"
+              : "changed since the export that wrote it (your edit)");
     }
     if (writes(f) && !listed(recorded.written, f)) {
       throw_input_error(

@@ -130,9 +130,14 @@ OpProfile load_op_profile_or_throw(const std::string& path) {
   if (!machine.is_null() && !machine.is_string()) {
     throw_input_error("--profile: {}: machine is {}, not a string", path, machine.dump());
   }
-  // Printed in plan's note: one line of printable text, at most 300 characters.
+  // Printed in plan's note: one line, ASCII control characters as '?', at most 300 characters,
+  // cut between two (a UTF-8 sequence cut in two was no JSON for --json to print).
+  int characters = 0;
   for (const char ch : machine.is_string() ? machine.get<std::string>() : std::string()) {
-    if (p.machine.size() < 300) p.machine += static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f ? '?' : ch;
+    const auto byte = static_cast<unsigned char>(ch);
+    const bool continues = (byte & 0xC0) == 0x80;  // a UTF-8 sequence's later byte
+    if (!continues && ++characters > 300) break;
+    p.machine += byte < 0x20 || byte == 0x7f ? '?' : ch;
   }
   if (p.device.starts_with("cpu")) {  // "cpu (2 threads)"; another form: threads unknown (0)
     const std::size_t open = p.device.find('(');

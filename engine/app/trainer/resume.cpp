@@ -71,8 +71,10 @@ namespace {
 // sections (ckpt::model_json) that differ, each once (padded_vocab_size follows vocab_size, and
 // every key follows the family: another family is named alone).
 std::string model_differences(const nlohmann::json& saved, const nlohmann::json& now) {
+  // A model section leaves out rope_scaling where there is none (a config's null).
   const auto value_in = [](const nlohmann::json& side, const std::string& key) {
-    return side.is_object() && side.contains(key) ? side[key].dump() : std::string("absent");
+    if (side.is_object() && side.contains(key)) return side[key].dump();
+    return std::string(key == "rope_scaling" ? "null (none)" : "absent");
   };
   std::vector<std::string> out;
   for (const std::string& key : ckpt::differing_model_keys(saved, now)) {

@@ -105,6 +105,11 @@ std::vector<std::int32_t> pretrained_end_of_text_ids(const std::string& path, st
 // does its batch: a global batch kept as given (RunConfig::run_file_json) need not divide into
 // micro-batches of one process.
 RunConfig saved_run_config(nlohmann::json doc, const std::string& source) {
+  // The micro-batch as the run ran it, also where it was derived ("derived" names it, and its
+  // terms go below): an evaluation's windows follow it (the default 4 scored others).
+  const nlohmann::json micro_batch = doc.is_object() && doc.contains("train") && doc["train"].is_object()
+                                         ? doc["train"].value("micro_batch", nlohmann::json())
+                                         : nlohmann::json();
   take_derived_out(doc, source);
   if (doc.is_object()) doc.erase("optim");
   // Nor its attention kernels' choice: the flags choose the device and dtype, and a "cudnn" that
@@ -115,6 +120,7 @@ RunConfig saved_run_config(nlohmann::json doc, const std::string& source) {
   if (doc.is_object() && doc.contains("train") && doc["train"].is_object()) {
     doc["train"].erase("grad_accum");
     doc["train"].erase("global_batch_tokens");
+    if (!micro_batch.is_null()) doc["train"]["micro_batch"] = micro_batch;
   }
   return parse_run_config(std::move(doc), source, 1, nullptr,
                           [](const RunConfig&) { return nlohmann::json::object(); });

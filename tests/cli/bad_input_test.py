@@ -835,6 +835,15 @@ def main():
         lines = proc.stderr.strip().splitlines()
         report(f"{name} as a stray rank 1", proc.returncode == 0 and proc.stdout == "" and len(lines) == 1 and
                f"zerotrain {name}: rank 1 of 2 (ZT_RANK)" in lines[0], proc.returncode, lines[-1:])
+    # A path that is no UTF-8 (a run directory's name in Latin-1): refused in one line naming the flag;
+    # it failed mid-run with the JSON writer's own exception (paths are recorded as JSON text).
+    latin1 = os.fsencode(run_dir) + b"_caf\xe9"
+    proc = subprocess.run([os.fsencode(binary), b"train", b"--config",
+                           os.fsencode(os.path.join(ROOT, "configs", "tiny_debug.json")), b"--run-dir", latin1],
+                          capture_output=True, timeout=120)
+    lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    report("--run-dir not UTF-8", proc.returncode == 2 and len(lines) == 1 and "--run-dir" in lines[0] and
+           "is not valid UTF-8" in lines[0] and not os.path.exists(latin1), proc.returncode, lines[-1:])
     # A whole count in exponent form (--ranks 1e3, as --params 7.5e9 and the configs take numbers) is
     # that count; a fraction, or one out of range, is refused by the flag's rule.
     paper = [subprocess.run([binary, "memory", "--params", "7.5e9", "--ranks", ranks], capture_output=True, text=True,

@@ -2,6 +2,7 @@
 #include "engine/app/cli/commands/arg_parser.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -11,6 +12,7 @@
 
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
+#include "engine/base/core/config_text.h"
 
 namespace zt::cli {
 
@@ -77,6 +79,14 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
                           flag->name, inline_value);
       }
       inline_value = *std::move(expanded);
+      // A path ends up in JSON text (a run's config.json and records, a checkpoint's manifest): one
+      // that is no UTF-8 failed there, mid-run, with the JSON writer's own exception.
+      try {
+        (void)nlohmann::json(inline_value).dump();
+      } catch (const nlohmann::json::type_error&) {
+        throw_input_error("zerotrain {}: --{} {} is not valid UTF-8 (paths are recorded as JSON text): rename it",
+                          command_, flag->name, preview_json(nlohmann::json(inline_value)));
+      }
     }
     values_[flag->name].push_back(inline_value);
   }

@@ -167,6 +167,16 @@ def main():
                  f"after a cut export, an edited tokenizer file stays; the unedited one goes ({left}; "
                  f"{after_cut.stderr.strip()[-200:]})")
 
+    # A file of the set-aside suffix in a folder no export was cut in is the user's: it stays (every
+    # export of several files removed them).
+    aside = os.path.join(work, "user_aside")
+    run("ckpt", "export", chars, "--format", "hf", "--out", aside)
+    with open(os.path.join(aside, "notes.zt-replaced"), "w") as f:
+        f.write("mine")
+    again = run("ckpt", "export", chars, "--format", "hf", "--out", aside)
+    checks.check(again.returncode == 0 and os.path.exists(os.path.join(aside, "notes.zt-replaced")),
+                 f"a user's .zt-replaced file in a folder never cut stays ({again.stderr.strip()[-200:]})")
+
     for name in ("model-00001-of-00006.safetensors.tmp", "tokenizer.json.tmp", "notes.tmp"):
         with open(os.path.join(out, name), "wb") as f:
             f.write(b"left by a killed export")

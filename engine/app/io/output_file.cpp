@@ -288,9 +288,10 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
     renamed.push_back(f.path);
   }
   // Whole: the earlier files go, and any an earlier cut left aside in the output's folder (its
-  // own: a marked output is a folder's, which its writer holds).
+  // own: a marked output is a folder's, which its writer holds). Only after a cut (its marker was
+  // there): a file of that suffix in a folder never cut is the user's (every export removed them).
   for (const std::string& path : kept) std::remove(replaced_name(path).c_str());
-  if (marked) {
+  if (marked && was_marked) {
     std::error_code ec;
     for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(folder, ec)) {
       std::error_code type_ec;

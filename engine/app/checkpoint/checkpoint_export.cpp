@@ -75,17 +75,22 @@ std::int64_t tensor_bytes(const TensorParts& t, DType dtype) {
   return n * static_cast<std::int64_t>(dtype_size_bytes(dtype));
 }
 
+// The metadata every tensor file of an export carries: transformers' format, this tool, and the
+// tokenizer files written beside (their names and crc32s, export_folder.h).
+nlohmann::ordered_json export_metadata(const TokenizerFiles& tokenizer) {
+  std::string tokenizer_list;
+  for (const auto& [name, text] : tokenizer.files) tokenizer_list += (tokenizer_list.empty() ? "" : ",") + name;
+  return {{"format", "pt"},
+          {kExportedByKey, kExportedBy},
+          {kTokenizerFilesKey, tokenizer_list},
+          {kTokenizerCrcKey, tokenizer_crc_list(tokenizer.files)}};
+}
+
 // One safetensors file of `tensors` (HF shapes, `dtype`) at `path`, each read, converted, written
 // and dropped in turn: the header is known before any data (shapes and dtypes come from the table).
 void write_safetensors(const CheckpointReader& reader, const std::vector<TensorParts>& tensors, DType dtype,
-                       const TokenizerFiles& tokenizer, const std::string& path) {
-  std::string tokenizer_list;
-  for (const auto& [name, text] : tokenizer.files) tokenizer_list += (tokenizer_list.empty() ? "" : ",") + name;
-  nlohmann::ordered_json header = {{"__metadata__",
-                                    {{"format", "pt"},
-                                     {kExportedByKey, kExportedBy},
-                                     {kTokenizerFilesKey, tokenizer_list},
-                                     {kTokenizerCrcKey, tokenizer_crc_list(tokenizer.files)}}}};
+                       const nlohmann::ordered_json& metadata, const std::string& path) {
+  nlohmann::ordered_json header = {{"__metadata__", metadata}};
   std::int64_t data_bytes = 0;
   for (const TensorParts& t : tensors) {
     const std::int64_t bytes = tensor_bytes(t, dtype);
@@ -222,14 +227,15 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   StagedFiles staged;
   staged.lock_folder(out_dir, "--out");  // a second export into it at once is refused
   remove_stale_staging(dir);
+  const nlohmann::ordered_json metadata = export_metadata(tokenizer);  // once, for every shard
   if (shards.size() == 1) {
-    write_safetensors(reader, shards[0], dtype, tokenizer, staged.stage((dir / "model.safetensors").string()));
+    write_safetensors(reader, shards[0], dtype, metadata, staged.stage((dir / "model.safetensors").string()));
     result.files.push_back("model.safetensors");
   } else {
     nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
     for (std::size_t i = 0; i < shards.size(); ++i) {
       const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
-      write_safetensors(reader, shards[i], dtype, tokenizer, staged.stage((dir / name).string()));
+      write_safetensors(reader, shards[i], dtype, metadata, staged.stage((dir / name).string()));
       for (const TensorParts& t : shards[i]) weight_map[t.name] = name;
       result.files.push_back(name);
     }

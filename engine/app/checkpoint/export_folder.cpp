@@ -58,7 +58,8 @@ EarlierTokenizerFiles earlier_export_tokenizer_files(const fs::path& out_dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
     const std::string name = e.path().filename().string();
-    const bool tensors = name.ends_with(".safetensors") || name.ends_with(".safetensors.zt-replaced");
+    const bool tensors =
+        name.ends_with(".safetensors") || name.ends_with(".safetensors" + std::string(kReplacedSuffix));
     if (!tensors || !written_by_export(e.path(), /*legacy=*/false)) continue;
     try {
       const nlohmann::json meta =

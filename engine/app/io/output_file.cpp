@@ -87,8 +87,6 @@ std::string suffixed_path(const std::string& path, std::string_view suffix) {
   return (p.parent_path() / short_name).string();
 }
 
-constexpr std::string_view kReplacedSuffix = ".zt-replaced";
-
 // Where StagedFiles::commit keeps an earlier output's file until the new output is whole.
 std::string replaced_name(const std::string& path) { return suffixed_path(path, kReplacedSuffix); }
 

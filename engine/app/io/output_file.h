@@ -67,6 +67,9 @@ void remove_partial_outputs_on_signal();
 // The file StagedFiles::commit leaves in an output's folder while it replaces the output in several
 // steps, and after a cut between them: the folder holds no whole output (StagedFiles::commit).
 constexpr const char* kIncompleteOutputMarker = ".zt-incomplete-output";
+// The suffix under which StagedFiles::commit keeps an earlier output's file (NAME.zt-replaced)
+// until the new output is whole, and which a cut leaves.
+constexpr std::string_view kReplacedSuffix = ".zt-replaced";
 
 class StagedFiles {
  public:

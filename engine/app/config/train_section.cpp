@@ -168,13 +168,14 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_micro, bool has_accum
     // named as the default it is (a value the user never wrote).
     std::vector<std::string> ways;
     if (!has_micro) ways.push_back(fmt::format("train.micro_batch is not given: its default, {}", t.micro_batch));
-    if (!past_any_batch && t.global_batch_tokens % per_accum == 0 &&
-        t.global_batch_tokens / per_accum <= kMaxConfigGradAccum) {
+    const bool accum_agrees = !past_any_batch && t.global_batch_tokens % per_accum == 0 &&
+                              t.global_batch_tokens / per_accum <= kMaxConfigGradAccum;
+    if (accum_agrees) {
       ways.push_back(fmt::format("train.grad_accum = {} agrees with it", t.global_batch_tokens / per_accum));
     }
     if (const int keeping = micro_batch_keeping_accum(t, c.world_size); keeping > 0) {
       ways.push_back(fmt::format("train.micro_batch = {} keeps grad_accum {}", keeping, t.grad_accum));
-    } else if (ways.size() == (has_micro ? 0u : 1u)) {
+    } else if (!accum_agrees) {
       ways.push_back(fmt::format("no micro-batch keeps grad_accum {}; {}", t.grad_accum,
                                  batch_split(t.micro_batch, t.seq_len, c.world_size, t.global_batch_tokens).text));
     } else {

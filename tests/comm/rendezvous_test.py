@@ -220,11 +220,18 @@ def check_bad_input(report, binary, work):
             break
     # Rank 0 had the first one's ack: it finished, or, where the refusal came while it still
     # polled, gives up naming it (and the first rank 1 with it), as over TCP.
+    # Where the second made its ack in the moment between rank 0 taking the first's and removing the
+    # file, rank 0 and the first finish, and the second fails saying it may have come too late.
     finished = done[2].rc == 0 and ones[0].rc == 0
     gave_up = (done[2].rc == 1 and one_error_line(done[2].err, "a rank refused it", "rank 1 is claimed twice") and
                ones[0].rc == 1)
-    report.check((finished or gave_up) and ones[-1].rc == 2 and one_error_line(ones[-1].err, "rank 1 is claimed twice"),
+    second_says_so = ones[-1].rc == 2 and one_error_line(ones[-1].err, "rank 1 is claimed twice")
+    late_second = finished and ones[-1].rc == 1 and one_error_line(
+        ones[-1].err, "rank 0 gave up before every rank had read it", "another process was given rank 1 too")
+    report.check(((finished or gave_up) and second_says_so) or late_second,
                  f"rank 1 given to two processes: one of them exits 2 naming it ({describe(dict(zip(['1a', '1b', 0], done)))})")
+
+    check_late_second_rank(report, binary, directory)
 
     # A rank that refuses rank 0's file (another world size: rank 1 of 3 against rank 0 of 2) says
     # why where rank 0 looks: rank 0 gives up at once naming it (it waited out its timeout, then
@@ -320,6 +327,50 @@ def check_bad_input(report, binary, work):
 
     proc = subprocess.run([binary], env=clean_env(), capture_output=True, text=True, timeout=30)
     report.check(proc.returncode == 0 and blobs_agree([proc.stdout], 1), "no launcher: rank 0 of 1 needs no rendezvous")
+
+
+def wait_for_file(path, size, seconds=20):
+    """The bytes of `path` once it holds `size` of them (an ack is written in place), or None."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            if len(data) == size:
+                return data
+        except FileNotFoundError:
+            pass
+        time.sleep(0.01)
+    return None
+
+
+def check_late_second_rank(report, binary, directory):
+    """The moment the timing case above hits by chance, made on purpose: this test plays rank 0 of a
+    file rendezvous ([Note: file rendezvous]), takes the first rank 1's ack and removes it, lets a
+    second process given rank 1 make its own, then removes the file. The first (whose ack was taken)
+    goes on with the blob; the second fails, saying rank 0 gave up or went on with another process."""
+    path = f"{directory}/late"
+    blob = os.urandom(128)
+    header = b"ZTRDVF02" + struct.pack("=IIQI", 2, len(blob), int.from_bytes(os.urandom(8), "little"), 0)
+    with open(path + ".tmp", "wb") as f:
+        f.write(header + blob)
+    os.rename(path + ".tmp", path)
+    first = Probe(binary, 1, 2, f"file:{path}", ZT_RENDEZVOUS_TIMEOUT=20)
+    first_ack = wait_for_file(path + ".ack1", 16)
+    os.unlink(path + ".ack1")
+    second = Probe(binary, 1, 2, f"file:{path}", ZT_RENDEZVOUS_TIMEOUT=20)
+    second_ack = wait_for_file(path + ".ack1", 16)
+    os.unlink(path)
+    done = {"1a": first.finish(), "1b": second.finish()}
+    report.check(first_ack is not None and second_ack is not None and first_ack[:8] == second_ack[:8] == header[16:24]
+                 and first_ack[8:] != second_ack[8:] and done["1a"].rc == 0 and
+                 blobs_agree(done["1a"].out.splitlines() + [f"rank 0/2 blob {blob.hex()}"], 2) and
+                 done["1b"].rc == 1 and
+                 one_error_line(done["1b"].err, "rank 0 gave up before every rank had read it",
+                                "another process was given rank 1 too") and
+                 not [n for n in os.listdir(directory) if n.startswith("late")],
+                 f"a second rank 1 acknowledging after rank 0 took the first's: the first goes on with the blob, "
+                 f"the second fails saying why, nothing left ({describe(done)})")
 
 
 def check_mpi(report, binary, mpirun):

@@ -22,10 +22,12 @@ namespace {
 // [Note: file rendezvous]
 // Rank 0 writes <path> (magic, world size, blob size, a random nonce, its job key, the blob) by
 // rename, so it appears whole; a rank of another job (another key) waits on as if it were not there. Rank r reads it
-// and writes <path>.ack<r> holding the nonce, then waits for <path> to vanish. Rank 0, once every ack carries its
-// nonce, removes the acks and then <path>: a rank that finds <path> gone and its ack gone succeeded. When rank 0 gives
-// up it removes only <path>; a rank that then still sees its own ack knows rank 0 failed, removes the ack and fails
-// too. So nothing is left behind unless rank 0 is killed; a next run's rank 0 refuses to start over its leftovers,
+// and writes <path>.ack<r> holding the nonce and a token of its own, then waits for <path> to vanish. Rank 0, once
+// every ack carries its nonce, removes the acks and then <path>: a rank that finds <path> gone and its ack gone (or
+// another process's ack in its place) succeeded. When rank 0 gives up it removes only <path>; a rank that then still
+// sees its own ack knows rank 0 failed, removes the ack and fails too. (A second process given rank r that makes its
+// ack in the moment between rank 0 removing the first one's and removing <path> cannot tell that from rank 0 giving
+// up, and says both; the first one's token tells it that its own was taken.) So nothing is left behind unless rank 0 is killed; a next run's rank 0 refuses to start over its leftovers,
 // since the other ranks would take a stale id for the new one. A rank that refuses <path> (another world size, a
 // rank claimed twice) says why in <path>.refused before it fails, the first refusal kept: rank 0 then gives up at
 // once, naming it, rather than wait out its timeout for a rank that did start, and removes it with <path>.
@@ -85,7 +87,7 @@ void write_file_atomically(const std::string& path, const std::vector<std::uint8
 
 // A rank's acknowledgement: made, never replaced (O_EXCL), so a second process given this rank
 // finds it there; false where it exists. Written in place rather than renamed: rank 0 takes an
-// ack only once it holds the 8 bytes of its nonce, so a partial one is merely not yet there. (No
+// ack only once it holds all its bytes (nonce and token), so a partial one is merely not yet there. (No
 // hard link either: some shared filesystems have none.)
 bool create_ack(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -108,6 +110,15 @@ void refuse_directory(const std::string& path) {
 
 std::string ack_path(const std::string& path, int rank) { return fmt::format("{}.ack{}", path, rank); }
 std::string refusal_path(const std::string& path) { return path + ".refused"; }
+
+// An ack: rank 0's nonce, then this process's token.
+constexpr std::size_t kAckBytes = 16;
+
+std::uint64_t random_token() {
+  std::uint64_t token = std::random_device{}();
+  return (token << 32) ^ static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+         static_cast<std::uint64_t>(::getpid());
+}
 
 // A rank's refusal of rank 0's file, where rank 0 looks for it ([Note: file rendezvous]); the first
 // refusal of the job is kept (O_EXCL), and a refusal that cannot be written leaves rank 0 its
@@ -132,9 +143,7 @@ std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const Re
           path, refusal_path(path));
     }
   }
-  std::uint64_t nonce = std::random_device{}();
-  nonce = (nonce << 32) ^ static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
-          static_cast<std::uint64_t>(::getpid());
+  const std::uint64_t nonce = random_token();
   const auto world = static_cast<std::uint32_t>(launch.world_size);
   const auto size = static_cast<std::uint32_t>(blob.size());
   std::vector<std::uint8_t> file(kFileHeaderBytes);
@@ -153,7 +162,7 @@ std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const Re
   for (int polls = 0; !waiting.empty(); ++polls) {
     for (auto it = waiting.begin(); it != waiting.end();) {
       const auto ack = read_file(ack_path(path, *it));
-      const bool acked = ack && ack->size() == 8 && std::memcmp(ack->data(), &nonce, 8) == 0;
+      const bool acked = ack && ack->size() == kAckBytes && std::memcmp(ack->data(), &nonce, 8) == 0;
       it = acked ? waiting.erase(it) : std::next(it);
     }
     if (waiting.empty()) break;
@@ -219,8 +228,11 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
   // The ack is made, never replaced: a second process given this rank finds it and says so (a
   // rename let both go on as rank r of the same world).
   const std::string ack = ack_path(path, launch.rank);
-  if (!create_ack(ack, std::vector<std::uint8_t>(file->begin() + 16, file->begin() + 24),
-                  fmt::format("rank {}", launch.rank).c_str())) {
+  std::vector<std::uint8_t> ack_bytes(file->begin() + 16, file->begin() + 24);
+  const std::uint64_t token = random_token();
+  ack_bytes.resize(kAckBytes);
+  std::memcpy(ack_bytes.data() + 8, &token, 8);
+  if (!create_ack(ack, ack_bytes, fmt::format("rank {}", launch.rank).c_str())) {
     // Where rank 0 still waits (for other ranks; it had this rank's ack, and finishes once it has theirs).
     if (file_exists(path)) {
       leave_refusal(
@@ -242,9 +254,14 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
     }
     deadline.sleep(polls < 50 ? 10 : 100);
   }
-  if (file_exists(ack)) {
+  // An ack that is not this process's was made after rank 0 took this one: by a second process
+  // given this rank, which fails (below, in its turn).
+  if (read_file(ack) == ack_bytes) {
     ::unlink(ack.c_str());
-    throw_runtime_error("rendezvous via file {}: rank 0 gave up before every rank had read it", path);
+    throw_runtime_error(
+        "rendezvous via file {}: rank 0 gave up before every rank had read it (or, where another process was "
+        "given rank {} too, went on with that one's ack, taken before this one's was made)",
+        path, launch.rank);
   }
   return {file->begin() + static_cast<std::ptrdiff_t>(kFileHeaderBytes), file->end()};
 }

@@ -351,7 +351,7 @@ def check_late_second_rank(report, binary, directory):
     goes on with the blob; the second fails, saying rank 0 gave up or went on with another process."""
     path = f"{directory}/late"
     blob = os.urandom(128)
-    header = b"ZTRDVF02" + struct.pack("=IIQI", 2, len(blob), int.from_bytes(os.urandom(8), "little"), 0)
+    header = b"ZTRDVF03" + struct.pack("=IIQI", 2, len(blob), int.from_bytes(os.urandom(8), "little"), 0)
     with open(path + ".tmp", "wb") as f:
         f.write(header + blob)
     os.rename(path + ".tmp", path)
@@ -371,6 +371,15 @@ def check_late_second_rank(report, binary, directory):
                  not [n for n in os.listdir(directory) if n.startswith("late")],
                  f"a second rank 1 acknowledging after rank 0 took the first's: the first goes on with the blob, "
                  f"the second fails saying why, nothing left ({describe(done)})")
+
+    # A rank 0 of the build before the tokens (magic ...02, acks of 8 bytes): refused, not acknowledged.
+    with open(path, "wb") as f:
+        f.write(b"ZTRDVF02" + header[8:] + blob)
+    older = Probe(binary, 1, 2, f"file:{path}", ZT_RENDEZVOUS_TIMEOUT=20).finish()
+    os.unlink(path)
+    report.check(older.rc == 1 and one_error_line(older.err, "(or written by another version)") and
+                 not os.path.exists(path + ".ack1"),
+                 f"a file of the older rendezvous (ZTRDVF02): rank 1 refuses it ({older.rc}, {older.err.strip()!r})")
 
 
 def check_mpi(report, binary, mpirun):

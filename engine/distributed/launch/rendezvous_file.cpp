@@ -32,7 +32,9 @@ namespace {
 // rank claimed twice) says why in <path>.refused before it fails, the first refusal kept: rank 0 then gives up at
 // once, naming it, rather than wait out its timeout for a rank that did start, and removes it with <path>.
 
-constexpr char kFileMagic[8] = {'Z', 'T', 'R', 'D', 'V', 'F', '0', '2'};
+// 03: acks carry a token after the nonce (02's held the nonce alone, which this rank 0 would never
+// take): a rank of the other build says the file is of another version.
+constexpr char kFileMagic[8] = {'Z', 'T', 'R', 'D', 'V', 'F', '0', '3'};
 constexpr std::size_t kFileHeaderBytes = sizeof(kFileMagic) + 4 + 4 + 8 + 4;
 
 // open(), not stat(): on NFS an open revalidates the name (close-to-open consistency).

@@ -17,7 +17,7 @@ dividing M and every ZeRO stage (the 5 validation batches split over the ranks, 
     reference's steps 5-8 and final weights, bit for bit; resumed with another micro-batch it says
     that the bits will differ (they follow the micro-batch);
   * memory measured = predicted per rank and category, and the bytes sent per step = predicted
-    (`zerotrain memory --json`), at N = 4 stage 3 and bf16 stage 2;
+    (`zerotrain memory --json`), at N = 4 stage 3, bf16 stage 2, and N = 2 stages 1 and 2 (grad_accum 4);
   * N that does not divide M is refused with exit 2 and one line naming the batch.
 
 usage: rank_count_invariance_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
@@ -95,6 +95,10 @@ def main():
     check(shares == {1: [5], 2: [3], 4: [2], 8: [1]},
           f"N ranks evaluate ceil(5 / N) batches each ({shares})")
     exact_memory_and_bytes("N=4 stage 3", os.path.join(work, "n4_stage3"), 4, "zero.stage=3")
+    # Four micro-batches a rank: the prediction adds the middle ones' counts once they repeat
+    # (predict_step_volume) instead of replaying each.
+    for s in (1, 2):
+        exact_memory_and_bytes(f"N=2 stage {s} (grad_accum 4)", os.path.join(work, f"n2_stage{s}"), 2, f"zero.stage={s}")
 
     # bf16 parameters (bf16 pending buffers, widened before they are added).
     bf16 = "precision.param_dtype=bf16"

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "engine/base/core/check.h"
@@ -127,6 +128,15 @@ class Replay {
   // (stages 0-1 without a pending buffer reduce only then), and the elements counted so far.
   void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
   StepVolume& volume() { return volume_; }
+  // What a micro-batch's counts depend on, between micro-batches (no reduction is in flight then):
+  // two that start from equal states count the same.
+  std::vector<bool> state_between_micro_batches() const {
+    std::vector<bool> state = gathered_;
+    for (const std::vector<bool>* v : {&landing_, &pending_, &written_, &rounds_}) {
+      state.insert(state.end(), v->begin(), v->end());
+    }
+    return state;
+  }
   // After the step: the publish of the units kept whole and the gradient norm's all-gather.
   void count_step_end() {
     if (policy_.solo) return;
@@ -335,6 +345,20 @@ class Replay {
   StepVolume volume_;
 };
 
+// `v` (counted up to the end of a micro-batch that began at `start`) plus `times` repeats of that
+// micro-batch's counts.
+void add_repeats(StepVolume& v, const StepVolume& start, std::int64_t times) {
+  static_assert(sizeof(StepVolume) == 8 * sizeof(std::int64_t), "a field of StepVolume missing below");
+  const StepVolume once = v;
+  auto add = [&](std::int64_t StepVolume::*field) { v.*field += times * (once.*field - start.*field); };
+  for (auto field : {&StepVolume::in_group, &StepVolume::across_groups, &StepVolume::bytes_in_group,
+                     &StepVolume::bytes_across_groups, &StepVolume::collectives_in_group,
+                     &StepVolume::collectives_across_groups, &StepVolume::exposed_gather_bytes,
+                     &StepVolume::exposed_gathers}) {
+    add(field);
+  }
+}
+
 }  // namespace
 
 std::int64_t host_all_reduce_staging_bytes(std::int64_t n, int world_size, bool deterministic) {
@@ -374,8 +398,24 @@ StepVolume predict_step_volume(const ParamTable& table, DType param_dtype, const
                                const StepSchedule& schedule, int grad_accum, int replica_groups) {
   ZT_CHECK(grad_accum >= 1);
   Replay r(table, param_dtype, zero, world_size, false, CollectiveBackend::kHost, replica_groups);
+  // Once a micro-batch before the last starts from the state the one before it started from, it
+  // and every one up to the last count what that one counted: added, not replayed (a plan of 720720
+  // micro-batches replayed for 41 s).
+  std::optional<std::vector<bool>> previous_state;
+  StepVolume previous_start;
   for (int m = 0; m < grad_accum; ++m) {
-    r.set_last_micro_batch(m + 1 == grad_accum);
+    const bool last = m + 1 == grad_accum;
+    if (!last && m > 0) {
+      std::vector<bool> state = r.state_between_micro_batches();
+      if (state == previous_state) {
+        add_repeats(r.volume(), previous_start, grad_accum - 1 - m);
+        m = grad_accum - 2;  // the last is next
+        continue;
+      }
+      previous_state = std::move(state);
+      previous_start = r.volume();
+    }
+    r.set_last_micro_batch(last);
     r.pass(schedule.forward, Pass::kForward, &schedule.backward);
     r.pass(schedule.backward, Pass::kBackward);
   }

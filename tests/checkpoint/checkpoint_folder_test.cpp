@@ -174,14 +174,15 @@ TEST_F(CheckpointFolder, KeepLastMarksAHeldCheckpointPrunedAndAResumeLeavesItToK
   auto reader = std::make_unique<CheckpointReader>(oldest);
   save(20, 0, lineage("a20", "a10"));
   const std::string newest = save(30, 0, lineage("a30", "a20"));
-  apply_keep_last(folder_, 1, newest);
+  EXPECT_EQ(apply_keep_last(folder_, 1, newest), std::vector<std::string>({"step_00000010"}));  // marked now
   EXPECT_EQ(steps(), std::vector<std::int64_t>({10, 30}));
   EXPECT_TRUE(fs::exists(oldest + "/PRUNED"));
+  EXPECT_TRUE(apply_keep_last(folder_, 1, newest).empty());  // marked before: not said again
   EXPECT_NO_THROW(reader->verify_checksums());
   reader.reset();
   // The resume of step 30 cannot link a10 (a20 gone): left, not set aside.
   EXPECT_TRUE(set_aside_other_trajectories(folder_, 30, "a30", "a20").empty());
-  apply_keep_last(folder_, 1, newest);
+  EXPECT_TRUE(apply_keep_last(folder_, 1, newest).empty());
   EXPECT_EQ(steps(), std::vector<std::int64_t>({30}));
 }
 

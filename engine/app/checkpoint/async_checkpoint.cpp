@@ -98,7 +98,7 @@ double AsyncCheckpointer::start(const std::string& folder, const ParamTable& tab
   const auto t0 = std::chrono::steady_clock::now();
   written_ = RankFileWritten{};
   error_.clear();
-  warning_.clear();
+  commit_ = {};
   if (files_ == nullptr) {  // a rank that writes nothing: done with this phase at once
     pending_ =
         Pending{folder, temp_dir_for(folder, meta.position.step), &table, meta, keep_last, t0, Phase::kWriting, {}};
@@ -173,7 +173,7 @@ std::optional<SaveResult> AsyncCheckpointer::advance() {
     p.phase = Phase::kCommitting;
     if (written && world_.rank() == 0) {  // (world rank 0 is rank 0 of the writers)
       run_in_background(
-          [this, &p] { warning_ = commit_gathered(p.folder, p.temp, *p.table, p.meta, p.files, p.keep_last, error_); });
+          [this, &p] { commit_ = commit_gathered(p.folder, p.temp, *p.table, p.meta, p.files, p.keep_last, error_); });
       return std::nullopt;
     }
     done_.store(true);  // nothing to commit on this rank (or nothing at all: a write failed)
@@ -187,13 +187,13 @@ std::optional<SaveResult> AsyncCheckpointer::advance() {
 }
 
 SaveResult AsyncCheckpointer::conclude(const Pending& done) {
-  if (files_ == &world_) return conclude_save(world_, done.folder, done.temp, done.meta, done.files, error_, warning_);
+  if (files_ == &world_) return conclude_save(world_, done.folder, done.temp, done.meta, done.files, error_, commit_);
   // Hybrid sharding: the writers conclude among themselves, then every rank learns the outcome.
   SaveResult r;
   std::string failure;
   if (files_ != nullptr) {
     try {
-      r = conclude_save(*files_, done.folder, done.temp, done.meta, done.files, error_, warning_);
+      r = conclude_save(*files_, done.folder, done.temp, done.meta, done.files, error_, commit_);
     } catch (const std::exception& e) {
       failure = e.what();
     }

@@ -124,7 +124,8 @@ class AsyncCheckpointer {
   std::thread worker_;
   std::atomic<bool> done_{false};
   RankFileWritten written_;
-  std::string error_, warning_;
+  std::string error_;
+  CommitResult commit_;
 };
 
 }  // namespace zt::ckpt

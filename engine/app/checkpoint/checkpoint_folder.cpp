@@ -78,7 +78,7 @@ void remove_checkpoint_dir(const std::string& path) {
   if (ec) throw_runtime_error("cannot remove '{}': {}", doomed.string(), ec.message());
 }
 
-void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep) {
+std::vector<std::string> apply_keep_last(const std::string& folder, int keep_last, const std::string& keep) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
     const std::string name = e.path().filename().string();
@@ -86,7 +86,8 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
       fs::remove_all(e.path(), ec);  // what a killed save or removal left behind
     }
   }
-  if (keep_last <= 0) return;
+  std::vector<std::string> marked;
+  if (keep_last <= 0) return marked;
   const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
   std::string unmarked;  // a marker that could not be written: said once the rest is done
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < complete.size(); ++i) {
@@ -102,13 +103,17 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
     // it to keep_last rather than setting it aside to superseded/ as another trajectory's, where
     // nothing deletes it.
     const fs::path marker = fs::path(complete[i].path) / kPrunedMarker;
-    if (!fs::exists(marker, ec) && !(std::ofstream(marker) << "pruned by keep_last while a reader held it\n")) {
+    if (fs::exists(marker, ec)) continue;
+    if (std::ofstream(marker) << "pruned by keep_last while a reader held it\n") {
+      marked.push_back(fs::path(complete[i].path).filename().string());
+    } else {
       unmarked = marker.string();
     }
   }
   if (!unmarked.empty()) {
     throw_runtime_error("cannot write {} (a checkpoint a reader holds, left for a later save)", unmarked);
   }
+  return marked;
 }
 
 namespace {

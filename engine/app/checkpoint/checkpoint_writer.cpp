@@ -139,7 +139,7 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
   }
   if (prune) {
     try {
-      apply_keep_last(folder, keep_last, final_dir.string());
+      result.left_for_readers = apply_keep_last(folder, keep_last, final_dir.string());
     } catch (const std::exception& e) {
       const std::string failed = fmt::format("removing older checkpoints failed ({})", e.what());
       result.warning = result.warning.empty() ? fmt::format("checkpoint {} is saved; {}", final_dir.string(), failed)
@@ -215,10 +215,10 @@ GatheredFiles gather_rank_files(Communicator& comm, const ParamTable& table, con
 
 bool GatheredFiles::all_written() const { return failed_ranks(write_status).empty(); }
 
-std::string commit_gathered(const std::string& folder, const std::string& temp, const ParamTable& table,
-                            const CheckpointMeta& meta, const GatheredFiles& g, int keep_last, std::string& error) {
+CommitResult commit_gathered(const std::string& folder, const std::string& temp, const ParamTable& table,
+                             const CheckpointMeta& meta, const GatheredFiles& g, int keep_last, std::string& error) {
   try {
-    return commit_checkpoint(folder, temp, table, meta, static_cast<int>(g.files.size()), g.files, keep_last).warning;
+    return commit_checkpoint(folder, temp, table, meta, static_cast<int>(g.files.size()), g.files, keep_last);
   } catch (const std::exception& e) {
     error = e.what();
     return {};
@@ -227,7 +227,7 @@ std::string commit_gathered(const std::string& folder, const std::string& temp, 
 
 SaveResult conclude_save(Communicator& comm, const std::string& folder, const std::string& temp,
                          const CheckpointMeta& meta, const GatheredFiles& g, const std::string& error,
-                         const std::string& warning) {
+                         const CommitResult& commit) {
   const int rank = comm.rank();
   const std::vector<std::int32_t> commit_status = gather_status(comm, rank == 0 && !error.empty() ? 1 : 0);
   if (!g.all_written() || commit_status[0] != 0) {
@@ -245,7 +245,8 @@ SaveResult conclude_save(Communicator& comm, const std::string& folder, const st
   result.rank_bytes = g.own_bytes;
   for (const RankFileWritten& f : g.files) result.total_bytes += f.bytes;
   result.rank_files = static_cast<int>(g.files.size());
-  result.warning = warning;
+  result.warning = commit.warning;
+  result.left_for_readers = commit.left_for_readers;
   return result;
 }
 
@@ -268,9 +269,10 @@ SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const 
   }
   pause_for_tests();
   const GatheredFiles g = gather_rank_files(comm, table, written, !error.empty());
-  const std::string warning =
-      comm.rank() == 0 && g.all_written() ? commit_gathered(folder, temp, table, meta, g, keep_last, error) : "";
-  SaveResult result = conclude_save(comm, folder, temp, meta, g, error, warning);
+  const CommitResult commit = comm.rank() == 0 && g.all_written()
+                                  ? commit_gathered(folder, temp, table, meta, g, keep_last, error)
+                                  : CommitResult{};
+  SaveResult result = conclude_save(comm, folder, temp, meta, g, error, commit);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.blocked_seconds = result.seconds;
   return result;

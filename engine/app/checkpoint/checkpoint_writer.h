@@ -42,6 +42,9 @@ struct SaveResult {
   double seconds = 0.0;          // from the save's start to its commit
   double blocked_seconds = 0.0;  // of those, the training thread's (all of them unless asynchronous)
   std::string warning;           // rank 0: saved, but `latest` or keep-last failed after it (say so, go on)
+  // rank 0: older checkpoints keep-last left in place this save, another process reading them
+  // (marked PRUNED: a later save removes them).
+  std::vector<std::string> left_for_readers;
   std::string save_id;           // the meta's extra.save_id, where it has one (rank 0's, which it wrote)
 };
 
@@ -73,12 +76,14 @@ struct GatheredFiles {
 };
 GatheredFiles gather_rank_files(Communicator& comm, const ParamTable& table, const RankFileWritten& written,
                                 bool failed);
-// Rank 0's commit_checkpoint of the gathered files: its warning, or its failure in `error`.
-std::string commit_gathered(const std::string& folder, const std::string& temp, const ParamTable& table,
+struct CommitResult;
+// Rank 0's commit_checkpoint of the gathered files: what it says (its warning, the checkpoints
+// left for readers), or its failure in `error`.
+CommitResult commit_gathered(const std::string& folder, const std::string& temp, const ParamTable& table,
                             const CheckpointMeta& meta, const GatheredFiles& g, int keep_last, std::string& error);
 SaveResult conclude_save(Communicator& comm, const std::string& folder, const std::string& temp,
                          const CheckpointMeta& meta, const GatheredFiles& g, const std::string& error,
-                         const std::string& warning);
+                         const CommitResult& commit);
 // Test hook: ZT_TEST_CHECKPOINT_PAUSE_MS holds a save between its rank file and its commit, a
 // window for kill -9 (docs/checkpoint_format.md).
 void pause_for_tests();
@@ -98,6 +103,7 @@ RankFileWritten write_rank_file(const std::string& temp_dir, const ParamTable& t
 struct CommitResult {
   std::string path;
   std::string warning;
+  std::vector<std::string> left_for_readers;  // SaveResult's
 };
 CommitResult commit_checkpoint(const std::string& folder, const std::string& temp_dir, const ParamTable& table,
                                const CheckpointMeta& meta, int world_size, const std::vector<RankFileWritten>& files,

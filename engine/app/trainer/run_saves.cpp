@@ -2,6 +2,7 @@
 // boundary, and a stop request's.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -39,7 +40,7 @@ void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) 
   run.save_lost = false;
   note_checkpoint_complete(s.config.checkpoint.folder_for(s.run_dir));
   const bool async = s.async_saves != nullptr;
-  s.log({{"type", "checkpoint"},
+  nlohmann::json record = {{"type", "checkpoint"},
          {"step", r.step},
          {"path", r.path},
          {"seconds", r.seconds},
@@ -49,12 +50,21 @@ void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) 
          {"total_bytes", r.total_bytes},
          {"ranks", s.comm.world_size()},
          {"rank_files", r.rank_files},
-         {"save_id", r.save_id}});
+         {"save_id", r.save_id}};
+  if (!r.left_for_readers.empty()) record["left_for_readers"] = r.left_for_readers;
+  s.log(record);
   // Sizes as every other table and ckpt inspect print them (binary units); both times to the same
   // places, so a blocked time never reads longer than the whole save it is part of.
   s.progress.message(fmt::format("step {}: saved checkpoint {} ({} in {} rank file(s)) in {:.3f} s{}", r.step, r.path,
                                  format_bytes(r.total_bytes), r.rank_files, r.seconds,
                                  async ? fmt::format(", training blocked {:.3f} s", r.blocked_seconds) : ""));
+  if (!r.left_for_readers.empty()) {
+    // Said at the save that first left each: the run may end before a save removes it.
+    s.progress.message(fmt::format(
+        "note: keep_last left {} in {} (another process was reading it; marked {}, a later save into the folder "
+        "removes it)",
+        fmt::join(r.left_for_readers, ", "), std::filesystem::path(r.path).parent_path().string(), ckpt::kPrunedMarker));
+  }
   if (!r.warning.empty()) {
     s.progress.message("warning: " + r.warning);
     s.log({{"type", "checkpoint_warning"}, {"step", r.step}, {"text", r.warning}});

@@ -19,10 +19,10 @@ const gpt::GptConfig kVolumeModel{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*
 // `v` + `times` x (`to` - `from`), field by field.
 StepVolume extrapolate(const StepVolume& v, const StepVolume& from, const StepVolume& to, std::int64_t times) {
   StepVolume out = v;
-  for (auto field : {&StepVolume::in_group, &StepVolume::across_groups, &StepVolume::bytes_in_group,
-                     &StepVolume::bytes_across_groups, &StepVolume::collectives_in_group,
-                     &StepVolume::collectives_across_groups, &StepVolume::exposed_gather_bytes,
-                     &StepVolume::exposed_gathers}) {
+  for (auto field :
+       {&StepVolume::in_group, &StepVolume::across_groups, &StepVolume::bytes_in_group,
+        &StepVolume::bytes_across_groups, &StepVolume::collectives_in_group, &StepVolume::collectives_across_groups,
+        &StepVolume::exposed_gather_bytes, &StepVolume::exposed_gathers}) {
     out.*field += times * (to.*field - from.*field);
   }
   return out;
@@ -102,7 +102,8 @@ TEST(StepVolume, MicroBatchesBetweenTheFirstAndTheLastAddTheSameCounts) {
     if (c.zero.stage >= 2 && c.world > 1) {  // a micro-batch's reduce-scatters
       EXPECT_GT(four.in_group + four.across_groups, three.in_group + three.across_groups) << c.name;
     }
-    for (int g : {5, 6, 9}) expect_equal(volume(g), extrapolate(four, three, four, g - 4), c.name + ", " + std::to_string(g));
+    for (int g : {5, 6, 9})
+      expect_equal(volume(g), extrapolate(four, three, four, g - 4), c.name + ", " + std::to_string(g));
     // Added, not replayed: a billion micro-batches count at once.
     const int billion = 1'000'000'000;
     expect_equal(volume(billion), extrapolate(four, three, four, billion - 4), c.name + ", a billion");

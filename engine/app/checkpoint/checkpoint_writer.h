@@ -45,7 +45,7 @@ struct SaveResult {
   // rank 0: older checkpoints keep-last left in place this save, another process reading them
   // (marked PRUNED: a later save removes them).
   std::vector<std::string> left_for_readers;
-  std::string save_id;           // the meta's extra.save_id, where it has one (rank 0's, which it wrote)
+  std::string save_id;  // the meta's extra.save_id, where it has one (rank 0's, which it wrote)
 };
 
 // Collective: every rank of `comm` calls it with the same folder, table and meta. Throws
@@ -76,11 +76,16 @@ struct GatheredFiles {
 };
 GatheredFiles gather_rank_files(Communicator& comm, const ParamTable& table, const RankFileWritten& written,
                                 bool failed);
-struct CommitResult;
+// What rank 0's commit of a checkpoint says (commit_checkpoint, below).
+struct CommitResult {
+  std::string path;
+  std::string warning;
+  std::vector<std::string> left_for_readers;  // SaveResult's
+};
 // Rank 0's commit_checkpoint of the gathered files: what it says (its warning, the checkpoints
 // left for readers), or its failure in `error`.
 CommitResult commit_gathered(const std::string& folder, const std::string& temp, const ParamTable& table,
-                            const CheckpointMeta& meta, const GatheredFiles& g, int keep_last, std::string& error);
+                             const CheckpointMeta& meta, const GatheredFiles& g, int keep_last, std::string& error);
 SaveResult conclude_save(Communicator& comm, const std::string& folder, const std::string& temp,
                          const CheckpointMeta& meta, const GatheredFiles& g, const std::string& error,
                          const CommitResult& commit);
@@ -100,11 +105,6 @@ RankFileWritten write_rank_file(const std::string& temp_dir, const ParamTable& t
 // Rank 0's part once every file is written: manifest, fsyncs, rename into place, `latest`, keep-last.
 // Throws when the checkpoint is not complete; a failure of `latest` or keep-last after the rename
 // leaves it complete and comes back as the warning.
-struct CommitResult {
-  std::string path;
-  std::string warning;
-  std::vector<std::string> left_for_readers;  // SaveResult's
-};
 CommitResult commit_checkpoint(const std::string& folder, const std::string& temp_dir, const ParamTable& table,
                                const CheckpointMeta& meta, int world_size, const std::vector<RankFileWritten>& files,
                                int keep_last);

@@ -41,16 +41,16 @@ void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) 
   note_checkpoint_complete(s.config.checkpoint.folder_for(s.run_dir));
   const bool async = s.async_saves != nullptr;
   nlohmann::json record = {{"type", "checkpoint"},
-         {"step", r.step},
-         {"path", r.path},
-         {"seconds", r.seconds},
-         {"blocked_seconds", r.blocked_seconds},
-         {"async", async},
-         {"rank_bytes", r.rank_bytes},
-         {"total_bytes", r.total_bytes},
-         {"ranks", s.comm.world_size()},
-         {"rank_files", r.rank_files},
-         {"save_id", r.save_id}};
+                           {"step", r.step},
+                           {"path", r.path},
+                           {"seconds", r.seconds},
+                           {"blocked_seconds", r.blocked_seconds},
+                           {"async", async},
+                           {"rank_bytes", r.rank_bytes},
+                           {"total_bytes", r.total_bytes},
+                           {"ranks", s.comm.world_size()},
+                           {"rank_files", r.rank_files},
+                           {"save_id", r.save_id}};
   if (!r.left_for_readers.empty()) record["left_for_readers"] = r.left_for_readers;
   s.log(record);
   // Sizes as every other table and ckpt inspect print them (binary units); both times to the same
@@ -63,7 +63,8 @@ void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) 
     s.progress.message(fmt::format(
         "note: keep_last left {} in {} (another process was reading it; marked {}, a later save into the folder "
         "removes it)",
-        fmt::join(r.left_for_readers, ", "), std::filesystem::path(r.path).parent_path().string(), ckpt::kPrunedMarker));
+        fmt::join(r.left_for_readers, ", "), std::filesystem::path(r.path).parent_path().string(),
+        ckpt::kPrunedMarker));
   }
   if (!r.warning.empty()) {
     s.progress.message("warning: " + r.warning);

@@ -27,10 +27,11 @@ namespace {
 // another process's ack in its place) succeeded. When rank 0 gives up it removes only <path>; a rank that then still
 // sees its own ack knows rank 0 failed, removes the ack and fails too. (A second process given rank r that makes its
 // ack in the moment between rank 0 removing the first one's and removing <path> cannot tell that from rank 0 giving
-// up, and says both; the first one's token tells it that its own was taken.) So nothing is left behind unless rank 0 is killed; a next run's rank 0 refuses to start over its leftovers,
-// since the other ranks would take a stale id for the new one. A rank that refuses <path> (another world size, a
-// rank claimed twice) says why in <path>.refused before it fails, the first refusal kept: rank 0 then gives up at
-// once, naming it, rather than wait out its timeout for a rank that did start, and removes it with <path>.
+// up, and says both; the first one's token tells it that its own was taken.) So nothing is left behind unless rank 0 is
+// killed; a next run's rank 0 refuses to start over its leftovers, since the other ranks would take a stale id for the
+// new one. A rank that refuses <path> (another world size, a rank claimed twice) says why in <path>.refused before it
+// fails, the first refusal kept: rank 0 then gives up at once, naming it, rather than wait out its timeout for a rank
+// that did start, and removes it with <path>.
 
 // 03: acks carry a token after the nonce (02's held the nonce alone, which this rank 0 would never
 // take): a rank of the other build says the file is of another version.

@@ -351,10 +351,10 @@ void add_repeats(StepVolume& v, const StepVolume& start, std::int64_t times) {
   static_assert(sizeof(StepVolume) == 8 * sizeof(std::int64_t), "a field of StepVolume missing below");
   const StepVolume once = v;
   auto add = [&](std::int64_t StepVolume::*field) { v.*field += times * (once.*field - start.*field); };
-  for (auto field : {&StepVolume::in_group, &StepVolume::across_groups, &StepVolume::bytes_in_group,
-                     &StepVolume::bytes_across_groups, &StepVolume::collectives_in_group,
-                     &StepVolume::collectives_across_groups, &StepVolume::exposed_gather_bytes,
-                     &StepVolume::exposed_gathers}) {
+  for (auto field :
+       {&StepVolume::in_group, &StepVolume::across_groups, &StepVolume::bytes_in_group,
+        &StepVolume::bytes_across_groups, &StepVolume::collectives_in_group, &StepVolume::collectives_across_groups,
+        &StepVolume::exposed_gather_bytes, &StepVolume::exposed_gathers}) {
     add(field);
   }
 }

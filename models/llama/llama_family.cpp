@@ -17,15 +17,23 @@
 
 namespace zt::llama {
 
+namespace {
+
+// model.n_kv_head's and model.intermediate_size's ranges (0: Llama's rule), a config's and a manifest's.
+constexpr int kMaxKvHeads = 1024, kMaxIntermediateSize = 1 << 24;
+
+}  // namespace
+
 LlamaConfig llama_config(const ModelConfig& model) {
   LlamaConfig c;
   copy_shared_keys(model, c);
   const nlohmann::json& k = model.family_keys;
-  c.n_kv_head = k.at("n_kv_head").get<int>();
-  c.intermediate_size = k.at("intermediate_size").get<int>();
-  c.rope_theta = k.at("rope_theta").get<float>();
+  // Checked as read: a manifest's keys come here unchecked (read_keys checks a config's ranges).
+  c.n_kv_head = json_int_key(k, "n_kv_head", 1, kMaxKvHeads);
+  c.intermediate_size = json_int_key(k, "intermediate_size", 0, kMaxIntermediateSize);
+  c.rope_theta = json_fp32_key(k, "rope_theta");
   if (k.contains("rope_scaling")) c.rope_scaling = rope_scaling_of(k.at("rope_scaling"));
-  c.norm_eps = k.at("norm_eps").get<float>();
+  c.norm_eps = json_fp32_key(k, "norm_eps");
   c.tie_embeddings = k.at("tie_embeddings").get<bool>();
   return c;
 }
@@ -69,8 +77,8 @@ class LlamaFamily final : public ModelFamily {
   void read_keys(ConfigReader& r, ModelConfig& model, std::vector<std::string>& derived) const override {
     LlamaConfig l;
     copy_shared_keys(model, l);
-    l.n_kv_head = r.get_int("n_kv_head", model.n_head, 1, 1024);
-    l.intermediate_size = r.get_int("intermediate_size", 0, 0, 1 << 24);
+    l.n_kv_head = r.get_int("n_kv_head", model.n_head, 1, kMaxKvHeads);
+    l.intermediate_size = r.get_int("intermediate_size", 0, 0, kMaxIntermediateSize);
     l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, kMinRopeTheta, kMaxRopeTheta));
     l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, kMinNormEps, kMaxNormEps));
     l.tie_embeddings = r.get_bool("tie_embeddings", false);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -81,11 +82,12 @@ RopeScaling rope_scaling_of(const nlohmann::json& j) {
   if (j.is_null()) return s;
   if (!j.is_object()) throw std::invalid_argument("rope_scaling " + j.dump() + " is not an object");
   s.type = type_named(j.at("rope_type").get<std::string>());
-  s.factor = j.at("factor").get<float>();
+  s.factor = json_fp32_key(j, "factor", "rope_scaling.");
   if (s.type == RopeScalingType::kLlama3) {
-    s.low_freq_factor = j.at("low_freq_factor").get<float>();
-    s.high_freq_factor = j.at("high_freq_factor").get<float>();
-    s.original_max_position = static_cast<float>(j.at("original_max_position_embeddings").get<int>());
+    s.low_freq_factor = json_fp32_key(j, "low_freq_factor", "rope_scaling.");
+    s.high_freq_factor = json_fp32_key(j, "high_freq_factor", "rope_scaling.");
+    s.original_max_position = static_cast<float>(
+        json_int_key(j, "original_max_position_embeddings", 1, kMaxOriginalPositions, "rope_scaling."));
   }
   return s;
 }
@@ -200,10 +202,16 @@ nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string&
   }
   RopeScaling s;
   s.type = type_named(type);
-  s.factor = static_cast<float>(r.number_or("factor", 1.0));
+  // Checked as doubles: 1e300 would be refused as the inf an fp32 makes of it.
+  auto fp32 = [&](const char* key, double fallback) {
+    const double v = r.number_or(key, fallback);
+    if (!(std::abs(v) <= std::numeric_limits<float>::max())) r.refuse(key, "must be a finite fp32 number");
+    return static_cast<float>(v);
+  };
+  s.factor = fp32("factor", 1.0);
   if (llama3) {
-    s.low_freq_factor = static_cast<float>(r.number_or("low_freq_factor", 1.0));
-    s.high_freq_factor = static_cast<float>(r.number_or("high_freq_factor", 4.0));
+    s.low_freq_factor = fp32("low_freq_factor", 1.0);
+    s.high_freq_factor = fp32("high_freq_factor", 4.0);
     s.original_max_position =
         static_cast<float>(r.has("original_max_position_embeddings") ? r.integer("original_max_position_embeddings")
                                                                      : top.integer("max_position_embeddings"));

@@ -336,6 +336,56 @@ TEST_F(CheckpointCorruption, AModelPastTheConfigRangesIsRefusedBeforeItsTable) {
   EXPECT_NE(wrapped.find("n_layer = 4294967297 is not an integer"), std::string::npos) << wrapped;
 }
 
+// The Llama family's own keys too, each read checked: nlohmann's get<int> of 1e300 (undefined
+// behaviour, caught by UBSan; x86 made it -2^31, "is negative") and of 2^40 (cut to 0, "must be
+// positive"), get<float> of 1e300 (inf) each gave a wrong message.
+TEST_F(CheckpointCorruption, LlamaKeysPastTheirRangesAreNamedAsGiven) {
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(manifest_text());
+  const nlohmann::ordered_json llama = {{"type", "llama"},
+                                        {"n_layer", 1},
+                                        {"n_head", 2},
+                                        {"n_embd", 8},
+                                        {"block_size", 8},
+                                        {"vocab_size", 10},
+                                        {"n_kv_head", 1},
+                                        {"intermediate_size", 16},
+                                        {"rope_theta", 10000},
+                                        {"norm_eps", 1e-5},
+                                        {"tie_embeddings", false},
+                                        {"rope_scaling",
+                                         {{"rope_type", "llama3"},
+                                          {"factor", 8},
+                                          {"low_freq_factor", 1},
+                                          {"high_freq_factor", 4},
+                                          {"original_max_position_embeddings", 8192}}}};
+  const std::pair<nlohmann::ordered_json::json_pointer, std::string> cases[] = {
+      {nlohmann::ordered_json::json_pointer("/n_kv_head"), "n_kv_head = 1e+300 is not an integer in [1, 1024]"},
+      {nlohmann::ordered_json::json_pointer("/intermediate_size"),
+       "intermediate_size = 1e+300 is not an integer in [0, 16777216]"},
+      {nlohmann::ordered_json::json_pointer("/rope_theta"), "rope_theta = 1e+300 is not a finite fp32 number"},
+      {nlohmann::ordered_json::json_pointer("/rope_scaling/factor"),
+       "rope_scaling.factor = 1e+300 is not a finite fp32 number"},
+      {nlohmann::ordered_json::json_pointer("/rope_scaling/original_max_position_embeddings"),
+       "rope_scaling.original_max_position_embeddings = 1e+300 is not an integer in [1, 16777216]"}};
+  for (const auto& [key, expected] : cases) {
+    doc["model"] = llama;
+    doc["model"][key] = 1e300;
+    write_resealed_manifest(doc.dump(1));
+    const std::string e = error_of([&] { (void)model_spec_of(CheckpointReader(dir_)); });
+    EXPECT_NE(e.find(expected), std::string::npos) << e;
+  }
+  doc["model"] = llama;
+  doc["model"]["n_kv_head"] = std::int64_t{1} << 40;
+  write_resealed_manifest(doc.dump(1));
+  const std::string wide = error_of([&] { (void)model_spec_of(CheckpointReader(dir_)); });
+  EXPECT_NE(wide.find("n_kv_head = 1099511627776 is not an integer in [1, 1024]"), std::string::npos) << wide;
+  // Unedited, the keys are read: only the fixture's table (not a Llama's) is refused.
+  doc["model"] = llama;
+  write_resealed_manifest(doc.dump(1));
+  const std::string valid = error_of([&] { (void)model_spec_of(CheckpointReader(dir_)); });
+  EXPECT_NE(valid.find("the parameter table is not llama's"), std::string::npos) << valid;
+}
+
 TEST_F(CheckpointCorruption, UnsealedManifestIsRefused) {
   nlohmann::ordered_json doc = nlohmann::ordered_json::parse(manifest_text());
   const auto sealed = doc["manifest_crc32"].get<std::uint64_t>();

@@ -772,6 +772,10 @@ def main():
         ("a rope_scaling whose type is null",
          llama_variant("llama_null_type", rope_scaling={"type": None, "factor": 2.0}), [],
          ["llama_null_type/config.json: rope_scaling", "names no rope_type"]),
+        # Checked before fp32 makes it inf ("factor = inf must be at least 1").
+        ("a rope_scaling factor past fp32",
+         llama_variant("llama_huge_factor", rope_scaling={"rope_type": "linear", "factor": 1e300}), [],
+         ["llama_huge_factor/config.json: rope_scaling: factor = 1e+300: must be a finite fp32 number"]),
         ("pretraining_tp that does not divide the vocabulary", llama_variant("llama_tp", pretraining_tp=3), [],
          ["llama_tp/config.json: pretraining_tp = 3", "set it to 1"]),
         # The width the heads do not divide is named (it was head_dim, which the file does not set).

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <stdexcept>
 
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_text.h"
@@ -139,6 +140,25 @@ std::optional<long long> json_integer_in(const nlohmann::json& v, long long min_
   const long long x = v.get<long long>();
   if (x < min_value || x > max_value) return std::nullopt;
   return x;
+}
+
+int json_int_key(const nlohmann::json& j, const char* key, int min_value, int max_value, std::string_view prefix) {
+  const nlohmann::json& v = j.at(key);
+  const std::optional<long long> x = json_integer_in(v, min_value, max_value);
+  if (!x) {
+    throw std::invalid_argument(
+        fmt::format("{}{} = {} is not an integer in [{}, {}]", prefix, key, v.dump(), min_value, max_value));
+  }
+  return static_cast<int>(*x);
+}
+
+float json_fp32_key(const nlohmann::json& j, const char* key, std::string_view prefix) {
+  const nlohmann::json& v = j.at(key);
+  const double d = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+  if (!(std::abs(d) <= std::numeric_limits<float>::max())) {
+    throw std::invalid_argument(fmt::format("{}{} = {} is not a finite fp32 number", prefix, key, v.dump()));
+  }
+  return static_cast<float>(d);
 }
 
 int ConfigReader::get_int(const std::string& key, int fallback, long long min_value, long long max_value) {

@@ -124,4 +124,11 @@ std::string nearest_key(const std::string& key, const std::set<std::string>& val
 // checkpoint's manifest).
 std::optional<long long> json_integer_in(const nlohmann::json& v, long long min_value, long long max_value);
 
+// `j[key]` of a model section read back from a file the engine wrote (a checkpoint's manifest), where
+// a hand-edited value must not reach nlohmann's get<int> (a cast that is undefined behaviour for
+// 1e300) or get<float> (inf): an integer in [min_value, max_value], or a number an fp32 holds;
+// otherwise std::invalid_argument naming `prefix` + `key` and the value.
+int json_int_key(const nlohmann::json& j, const char* key, int min_value, int max_value, std::string_view prefix = "");
+float json_fp32_key(const nlohmann::json& j, const char* key, std::string_view prefix = "");
+
 }  // namespace zt

@@ -857,6 +857,24 @@ def main():
     with open(os.path.join(run_n, "op_profile.json")) as f:
         profile = json.load(f)
     check(profile.get("first_profiled_step", 0) is None, f"one step profiles nothing ({profile.get('first_profiled_step')})")
+    # Where op_profile.json cannot be written: a folder by its name is refused before the first
+    # step; one in the way of its staging file costs the profile only, after the weights (it was
+    # written first, and its failure lost a finished run's final.safetensors).
+    blocked = os.path.join(work, "profile_blocked")
+    os.makedirs(os.path.join(blocked, "op_profile.json"))
+    refused = run(binary, ["train", "--config", config_path, "--run-dir", blocked, "--set", "train.max_steps=2",
+                           "--set", "log.profile_ops=true"])
+    check(refused.returncode == 2 and "op_profile.json: is a directory, not a regular file" in refused.stderr and
+          not os.path.exists(os.path.join(blocked, "metrics.jsonl")),
+          f"a folder named op_profile.json: refused before training ({refused.returncode}, {refused.stderr.strip()})")
+    late = os.path.join(work, "profile_late")
+    os.makedirs(os.path.join(late, "op_profile.json.tmp"))
+    failed = run(binary, ["train", "--config", config_path, "--run-dir", late, "--set", "train.max_steps=2",
+                          "--set", "log.profile_ops=true"])
+    check(failed.returncode == 1 and "cannot write the op profile (the run's weights and checkpoints are written)"
+          in failed.stderr and os.path.exists(os.path.join(late, "final.safetensors")),
+          f"an op profile that cannot be written at the end: the final weights are ({failed.returncode}, "
+          f"{failed.stderr.strip()[-300:]})")
     none = run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=4",
                         "--resume", "latest"])
     slash = run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=4",

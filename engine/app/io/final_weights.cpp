@@ -84,6 +84,7 @@ void write_final_weights(const std::string& path, ShardedAdamW& optimizer, Memor
   // (they would wait in the next gather until the collective timeout), and the ranks agree on it
   // after the last unit.
   std::string write_error;
+  bool renamed = false;  // rank 0's: the file took its name
   std::optional<ckpt::FileHandle> out;
   const auto writing = [&](const std::function<void()>& write) {
     if (!root || !write_error.empty()) return;
@@ -137,13 +138,19 @@ void write_final_weights(const std::string& path, ShardedAdamW& optimizer, Memor
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
     }
+    renamed = true;
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     ckpt::sync_dir(parent.empty() ? "." : parent.string());
   });
+  // A failure after the rename (the folder's fsync) leaves them in place, not durable.
+  if (!write_error.empty()) {
+    write_error = renamed ? fmt::format("final weights written to {}, but not made durable: {}", path, write_error)
+                          : fmt::format("final weights not written: {}", write_error);
+  }
   write_error = broadcast_string(world, write_error);
   if (!write_error.empty()) {
     discard();
-    fail_on_every_rank(world, fmt::format("final weights not written: {}", write_error), /*input_error=*/false);
+    fail_on_every_rank(world, write_error, /*input_error=*/false);
   }
 }
 

@@ -288,9 +288,11 @@ void report_op_profile(const OpProfiler& profiler, const std::string& path, nloh
       "communication (the parameter store's collectives and waits, the loss all-reduce), data loading, buffer "
       "allocation, the parameter store's and optimizer's host bookkeeping; on CUDA also the gaps between kernels "
       "when the host launches slower than the device runs";
-  std::ofstream out(path);
-  out << j.dump(1) << "\n";
-  if (!out) throw_runtime_error("cannot write the op profile '{}'", path);
+  try {
+    ckpt::write_file_atomically(path, j.dump(1) + "\n");
+  } catch (const std::exception& e) {
+    throw_runtime_error("cannot write the op profile (the run's weights and checkpoints are written): {}", e.what());
+  }
   if (profiler.steps() == 0) {
     progress.message(fmt::format("op profile: no step after the warm-up step to profile; {} lists no ops", path));
     return;

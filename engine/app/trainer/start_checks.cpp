@@ -98,8 +98,9 @@ void check_run_directory(const std::string& run_dir) {
   // The files a run writes whole and renames into place, where something else stands under their
   // names (a device, a FIFO, a folder): refused, not replaced (a rename over a character device
   // named final.safetensors took its entry). metrics.jsonl is appended to: a FIFO a reader drains
-  // is a way to stream it (run_log.cpp).
-  for (const char* name : {"final.safetensors", "config.json"}) {
+  // is a way to stream it (run_log.cpp). op_profile.json too, which only a profiled run writes (at
+  // its end: refused there, after the training, it cost the run).
+  for (const char* name : {"final.safetensors", "config.json", "op_profile.json"}) {
     const fs::path p = fs::path(run_dir) / name;
     if (fs::exists(fs::symlink_status(p, ec)) && !fs::is_symlink(fs::symlink_status(p, ec))) {
       require_regular_file(p.string(), fmt::format("run directory {}:", run_dir));

@@ -357,7 +357,6 @@ void Trainer::finish_run(int step, RunProgress& run) {
                    run.stop_in_last_step)) {
     save_and_finish(s, run, step);  // where this step's is not saved already
   }
-  report_profile(s, run);
   if (finished) {
     if (c.log.final_weights) {
       host_release_cached();  // a step's cached blocks, beside the gathered unit
@@ -380,6 +379,10 @@ void Trainer::finish_run(int step, RunProgress& run) {
       std::error_code ec;
       std::filesystem::remove(run_dir_ + "/final.safetensors", ec);
     }
+  }
+  // After the weights: a profile that cannot be written costs only itself.
+  report_profile(s, run);
+  if (finished) {
     // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
     // the trained model. A finished run resumed makes those its log lacks (a kill after the last
     // save), not a second copy of those it has.

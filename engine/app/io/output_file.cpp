@@ -301,7 +301,11 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
   staged_.clear();  // and their holds
   ckpt::sync_dir(folder);
   if (marked) {
-    std::remove(marker.c_str());
+    // Left, it would call the complete output cut: said, not passed over.
+    if (std::remove(marker.c_str()) != 0 && errno != ENOENT) {
+      throw_runtime_error("the output in {} is complete, but its marker {} cannot be removed: {}", folder, marker,
+                          std::strerror(errno));
+    }
     ckpt::sync_dir(folder);
   }
   folder_ = {};

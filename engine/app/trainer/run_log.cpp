@@ -201,6 +201,8 @@ int MetricsLog::drop_records_after_step(std::int64_t step, int past) {
     std::error_code ec;
     std::filesystem::rename(temp, target, ec);
     if (ec) throw_runtime_error("cannot replace metrics file '{}': {}", target, ec.message());
+    const std::filesystem::path parent = std::filesystem::path(target).parent_path();
+    ckpt::sync_dir(parent.empty() ? "." : parent.string());  // the rename, durable as the file is
   }
   std::fclose(file_);  // reopened on the file the rename put in place
   file_ = nullptr;

@@ -255,6 +255,12 @@ def main():
     ok, logged, printed = logged_sample_matches(run_seed, 30, 40, seed=2147483647)
     check(p.returncode == 0 and ok, f"train.seed = 2^31 - 1: sample --seed 2147483677 draws the run's last sample "
                                     f"({logged!r} / {printed!r})")
+    # A seed in exponent form past 2^53 (not read exactly through a double): refused saying so; below it, taken.
+    past = run(binary, ["sample", "--run", run_seed, "--tokens", "2", "--seed", "9.2e18"])
+    below = run(binary, ["sample", "--run", run_seed, "--tokens", "2", "--seed", "9e15"])
+    check(past.returncode == 2 and "(got '9.2e18': exponent form is taken below 2^53 only; write it in digits)"
+          in past.stderr and below.returncode == 0,
+          f"sample --seed 9.2e18 says why it is refused, 9e15 is taken ({past.stderr.strip()}; {below.returncode})")
     # fp32 parameters with bf16 activations: the weights stay fp32 (the run computes with them).
     run_mixed = os.path.join(work, "mixed")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_mixed, "--set", "log.sample_every=0",

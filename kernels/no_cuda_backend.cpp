@@ -16,12 +16,12 @@ int cuda_device_count() { return 0; }
 
 std::int64_t cuda_device_free_bytes(int) { return -1; }
 
-std::string cuda_backend_summary() { return "cuda: not built (nvcc not found at configure time)"; }
+std::string cuda_backend_summary() { return "cuda: not built (" ZT_NO_CUDA_REASON ")"; }
 
 std::string cuda_kernels_identity(int) { return ""; }
 
 void ComputeBackend::open_cuda(int, int, MemoryTracker&, const KernelChoices&) {
-  throw_input_error("device = \"cuda\": this build has no CUDA backend (nvcc was not found when it was configured)");
+  throw_input_error("device = \"cuda\": this build has no CUDA backend (" ZT_NO_CUDA_REASON ")");
 }
 
 nlohmann::json ComputeBackend::kernel_choices() const { return nlohmann::json::object(); }

@@ -135,8 +135,8 @@ T parse_integer(const std::string& command, const std::string& name, const std::
     // 9.2e18, whole and in range, is past what exponent form is read exactly at: said, not only refused.
     double d = 0;
     const auto [end, parsed] = std::from_chars(s.data(), s.data() + s.size(), d);
-    const bool past_exact = decimal_start(s) && s.find_first_of("eE") != std::string::npos &&
-                            parsed == std::errc() && end == s.data() + s.size() && std::fabs(d) >= 0x1p53 &&
+    const bool past_exact = decimal_start(s) && s.find_first_of("eE") != std::string::npos && parsed == std::errc() &&
+                            end == s.data() + s.size() && std::fabs(d) >= 0x1p53 &&
                             d >= static_cast<double>(min_value) && d <= static_cast<double>(max_value);
     throw_input_error("zerotrain {}: --{} must be an integer in [{}, {}] (got '{}'{})", command, name, min_value,
                       max_value, s, past_exact ? ": exponent form is taken below 2^53 only; write it in digits" : "");

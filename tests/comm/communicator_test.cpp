@@ -4,11 +4,14 @@
 // results compare with ==; the deterministic mode is checked bitwise on random data.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <vector>
 
 #include "engine/base/core/bf16.h"
 #include "engine/distributed/comm/communicator.h"
+#include "kernels/exec_context.h"
+#include "kernels/op_profiler.h"
 #include "tests/comm/comm_test_env.h"
 
 namespace zt {
@@ -123,6 +126,34 @@ TEST(Communicator, DeterministicModeSumsInRankOrderForEveryCollective) {
     const float expected = acc * (1.0f / static_cast<float>(N));
     ASSERT_EQ(reduced[i], expected) << "all_reduce element " << i;
     ASSERT_EQ(gathered[i], expected) << "reduce_scatter + all_gather element " << i;
+  }
+}
+
+// A collective that completes after set_profiler took its profiler away reports nothing to it (a
+// run unwinding on an error destroys its profiler while its last collectives may still finish on
+// the progress thread: they wrote to the freed profiler). The gate holds the collective back
+// until the profiler is gone.
+TEST(Communicator, ACollectiveFinishingAfterItsProfilerWentReportsNothing) {
+  Communicator& c = test_comm();
+  if (c.backend_name() != "mpi" || c.world_size() == 1) {
+    GTEST_SKIP() << "the host-clock spans are those of MPI's progress thread on several ranks (one posts nothing)";
+  }
+  for (const bool taken_away : {false, true}) {
+    OpProfiler profiler;
+    const ExecContext ctx;
+    profiler.begin_step(ctx);
+    c.set_profiler(&profiler);
+    std::atomic<bool> open{false};
+    c.hold_until([&open] { return open.load(); });
+    std::vector<float> buf(5, 1.0f);
+    Work work = c.all_reduce(f32_view(buf), ReduceOp::kSum);
+    if (taken_away) c.set_profiler(nullptr);
+    open = true;
+    work.wait();
+    c.set_profiler(nullptr);
+    profiler.end_step(ctx);
+    EXPECT_EQ(profiler.comm_totals().calls, taken_away ? 0 : 1) << (taken_away ? "taken away" : "kept");
+    EXPECT_EQ(buf[0], static_cast<float>(c.world_size()));
   }
 }
 

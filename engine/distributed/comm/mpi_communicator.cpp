@@ -116,15 +116,24 @@ void MpiCommunicator::hold_until(std::function<bool()> ready) {
   });
 }
 
+void MpiCommunicator::set_profiler(OpProfiler* profiler) {
+  const std::lock_guard<std::mutex> lock(profiler_slot_->mutex);
+  profiler_slot_->profiler = profiler;
+  Communicator::set_profiler(profiler);
+}
+
 Work MpiCommunicator::launch(CommWorker::Operation op, std::shared_ptr<void> staging, std::string description) {
   if (profiler_ != nullptr && profiler_->in_step()) {
-    // The collective's span on the host, from its first post to its completion (log.profile_ops).
-    OpProfiler* profiler = profiler_;
+    // The collective's span on the host, from its first post to its completion (log.profile_ops),
+    // to the profiler of its completion's time (none once set_profiler took it away).
     auto begin = std::make_shared<std::chrono::steady_clock::time_point>();
-    op = [op = std::move(op), profiler, begin]() mutable -> CommWorker::Progress {
+    op = [op = std::move(op), slot = profiler_slot_, begin]() mutable -> CommWorker::Progress {
       if (*begin == std::chrono::steady_clock::time_point{}) *begin = std::chrono::steady_clock::now();
       const CommWorker::Progress p = op();
-      if (p.done) profiler->add_comm_span(*begin, std::chrono::steady_clock::now());
+      if (p.done) {
+        const std::lock_guard<std::mutex> lock(slot->mutex);
+        if (slot->profiler != nullptr) slot->profiler->add_comm_span(*begin, std::chrono::steady_clock::now());
+      }
       return p;
     };
   }

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <mutex>
 
 #include "engine/distributed/comm/comm_worker.h"
 #include "engine/distributed/comm/communicator.h"
@@ -36,6 +37,9 @@ class MpiCommunicator final : public Communicator {
   void hold_until(std::function<bool()> ready) override;
   // Prints the message and aborts the whole job (the other ranks may be blocked in the collective).
   void abort_after_timeout(const std::string& message) override;
+  // Also for the collectives in flight: once it returns, none reports to the profiler it replaces
+  // (a run unwinding on an error destroys its profiler while its last collectives may finish).
+  void set_profiler(OpProfiler* profiler) override;
 
  private:
   // Over `comm` (adopted: freed on destruction), in an MPI another communicator initialised.
@@ -51,6 +55,13 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int world_ = 1;
   std::unique_ptr<CommWorker> worker_;  // destroyed before MPI_Comm_free
+  // The profiler the worker's collectives report their spans to, read under its mutex at each
+  // one's completion.
+  struct ProfilerSlot {
+    std::mutex mutex;
+    OpProfiler* profiler = nullptr;
+  };
+  std::shared_ptr<ProfilerSlot> profiler_slot_ = std::make_shared<ProfilerSlot>();
 };
 
 }  // namespace zt

@@ -174,15 +174,20 @@ TEST_F(CheckpointFolder, KeepLastMarksAHeldCheckpointPrunedAndAResumeLeavesItToK
   auto reader = std::make_unique<CheckpointReader>(oldest);
   save(20, 0, lineage("a20", "a10"));
   const std::string newest = save(30, 0, lineage("a30", "a20"));
-  EXPECT_EQ(apply_keep_last(folder_, 1, newest), std::vector<std::string>({"step_00000010"}));  // marked now
+  std::vector<std::string> marked;
+  apply_keep_last(folder_, 1, newest, marked);
+  EXPECT_EQ(marked, std::vector<std::string>({"step_00000010"}));  // marked now
   EXPECT_EQ(steps(), std::vector<std::int64_t>({10, 30}));
   EXPECT_TRUE(fs::exists(oldest + "/PRUNED"));
-  EXPECT_TRUE(apply_keep_last(folder_, 1, newest).empty());  // marked before: not said again
+  marked.clear();
+  apply_keep_last(folder_, 1, newest, marked);
+  EXPECT_TRUE(marked.empty());  // marked before: not said again
   EXPECT_NO_THROW(reader->verify_checksums());
   reader.reset();
   // The resume of step 30 cannot link a10 (a20 gone): left, not set aside.
   EXPECT_TRUE(set_aside_other_trajectories(folder_, 30, "a30", "a20").empty());
-  EXPECT_TRUE(apply_keep_last(folder_, 1, newest).empty());
+  apply_keep_last(folder_, 1, newest, marked);
+  EXPECT_TRUE(marked.empty());
   EXPECT_EQ(steps(), std::vector<std::int64_t>({30}));
 }
 
@@ -192,7 +197,8 @@ TEST_F(CheckpointFolder, LatestIsNeverPointedAtAPrunedCheckpoint) {
   const std::string older = save(10, 0, lineage("b10", ""));
   auto reader = std::make_unique<CheckpointReader>(older);
   const std::string newer = save(20, 0, lineage("b20", "b10"));
-  apply_keep_last(folder_, 1, newer);
+  std::vector<std::string> marked;
+  apply_keep_last(folder_, 1, newer, marked);
   ASSERT_TRUE(fs::exists(older + "/PRUNED"));
   reader.reset();
   // A resume of another trajectory's step 15 (a superseded one) sets step 20, which latest named, aside.

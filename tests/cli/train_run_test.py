@@ -881,6 +881,19 @@ def main():
           in failed.stderr and os.path.exists(os.path.join(late, "final.safetensors")),
           f"an op profile that cannot be written at the end: the final weights are ({failed.returncode}, "
           f"{failed.stderr.strip()[-300:]})")
+    # A symlinked op_profile.json: the file it names gets the profile, the link stays (as metrics.jsonl's).
+    linked = os.path.join(work, "profile_linked")
+    os.makedirs(linked)
+    with open(os.path.join(work, "shared_profile.json"), "w") as f:
+        f.write("{}")
+    os.symlink("../shared_profile.json", os.path.join(linked, "op_profile.json"))
+    through = run(binary, ["train", "--config", config_path, "--run-dir", linked, "--set", "train.max_steps=2",
+                           "--set", "log.profile_ops=true"])
+    with open(os.path.join(work, "shared_profile.json")) as f:
+        shared = f.read()
+    check(through.returncode == 0 and os.path.islink(os.path.join(linked, "op_profile.json")) and
+          '"ops"' in shared, f"a symlinked op_profile.json is written through its link ({through.returncode}, "
+                             f"{through.stderr.strip()[-200:]})")
     none = run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=4",
                         "--resume", "latest"])
     slash = run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=4",

@@ -228,8 +228,10 @@ def check_bad_input(report, binary, work):
     second_says_so = ones[-1].rc == 2 and one_error_line(ones[-1].err, "rank 1 is claimed twice")
     late_second = finished and ones[-1].rc == 1 and one_error_line(
         ones[-1].err, "rank 0 gave up before every rank had read it", "another process was given rank 1 too")
-    report.check(((finished or gave_up) and second_says_so) or late_second,
-                 f"rank 1 given to two processes: one of them exits 2 naming it ({describe(dict(zip(['1a', '1b', 0], done)))})")
+    left = [n for n in os.listdir(directory) if n.startswith(os.path.basename(twice))]
+    report.check((((finished or gave_up) and second_says_so) or late_second) and not left,
+                 f"rank 1 given to two processes: one of them exits 2 naming it, nothing left ({left}; "
+                 f"{describe(dict(zip(['1a', '1b', 0], done)))})")
 
     check_late_second_rank(report, binary, directory)
 

@@ -56,6 +56,19 @@ def main():
                      f"N=2: in flight = overlapped + exposed ({busy:.3f} = {hidden:.3f} + {exposed:.3f}), at most "
                      f"the spans' sum, exposed at most the step")
         checks.check("communication:" in p.stdout and "exposed" in p.stdout, "N=2: the printed table has the line")
+
+    # A profile that cannot be written at the run's end (rank 0 alone writes it): the final weights
+    # are written first, and the other rank, ended in the final evaluation's collective, says so
+    # (it said "interrupted at the gather of final.safetensors", the context before).
+    late = os.path.join(work, "late")
+    os.makedirs(os.path.join(late, "op_profile.json.tmp"))
+    p = subprocess.run(launcher + ["-np", "2", binary, "train", "--config", config, "--run-dir", late],
+                       capture_output=True, text=True, timeout=300)
+    checks.check(p.returncode != 0 and "cannot write the op profile (the run's weights and checkpoints are written)"
+                 in p.stderr and os.path.exists(os.path.join(late, "final.safetensors")) and
+                 "gather of final.safetensors" not in p.stderr,
+                 f"N=2, a profile that cannot be written: final weights kept, no rank blames their gather "
+                 f"({p.returncode}, {p.stderr.strip()[-600:]!r})")
     return checks.finish()
 
 

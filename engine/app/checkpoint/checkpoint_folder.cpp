@@ -78,7 +78,8 @@ void remove_checkpoint_dir(const std::string& path) {
   if (ec) throw_runtime_error("cannot remove '{}': {}", doomed.string(), ec.message());
 }
 
-std::vector<std::string> apply_keep_last(const std::string& folder, int keep_last, const std::string& keep) {
+void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep,
+                     std::vector<std::string>& marked) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
     const std::string name = e.path().filename().string();
@@ -86,8 +87,7 @@ std::vector<std::string> apply_keep_last(const std::string& folder, int keep_las
       fs::remove_all(e.path(), ec);  // what a killed save or removal left behind
     }
   }
-  std::vector<std::string> marked;
-  if (keep_last <= 0) return marked;
+  if (keep_last <= 0) return;
   const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
   std::string unmarked;  // a marker that could not be written: said once the rest is done
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < complete.size(); ++i) {
@@ -113,7 +113,6 @@ std::vector<std::string> apply_keep_last(const std::string& folder, int keep_las
   if (!unmarked.empty()) {
     throw_runtime_error("cannot write {} (a checkpoint a reader holds, left for a later save)", unmarked);
   }
-  return marked;
 }
 
 namespace {

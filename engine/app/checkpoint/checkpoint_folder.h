@@ -40,9 +40,11 @@ void remove_checkpoint_dir(const std::string& path);
 // Deletes the oldest complete checkpoints beyond the newest `keep_last` (0 keeps everything) and
 // leftover .tmp-/.del- directories; never `keep` (the one just written), nor one a reader holds
 // (FileHandle::hold_for_reading: a CheckpointReader's, such as a ckpt export of a live run's
-// folder), which a later save deletes once it is let go. Returns the names of those it marked so
-// now (not those marked by an earlier save), for the save to say once.
-std::vector<std::string> apply_keep_last(const std::string& folder, int keep_last, const std::string& keep);
+// folder), which a later save deletes once it is let go. Adds to `marked` the names of those it
+// marked so now (not those marked by an earlier save), for the save to say once: also where it
+// throws after them (a marker or a removal that failed), since later saves will not name them.
+void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep,
+                     std::vector<std::string>& marked);
 
 // Where set_aside_checkpoints_after moves them, inside the folder.
 inline constexpr const char* kSupersededName = "superseded";

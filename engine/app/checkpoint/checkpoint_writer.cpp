@@ -139,7 +139,7 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
   }
   if (prune) {
     try {
-      result.left_for_readers = apply_keep_last(folder, keep_last, final_dir.string());
+      apply_keep_last(folder, keep_last, final_dir.string(), result.left_for_readers);
     } catch (const std::exception& e) {
       const std::string failed = fmt::format("removing older checkpoints failed ({})", e.what());
       result.warning = result.warning.empty() ? fmt::format("checkpoint {} is saved; {}", final_dir.string(), failed)

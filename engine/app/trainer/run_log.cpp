@@ -291,7 +291,8 @@ void report_op_profile(const OpProfiler& profiler, const std::string& path, nloh
       "allocation, the parameter store's and optimizer's host bookkeeping; on CUDA also the gaps between kernels "
       "when the host launches slower than the device runs";
   try {
-    ckpt::write_file_atomically(path, j.dump(1) + "\n");
+    // Through a symlink, the file it names (a rename over the link would replace it).
+    ckpt::write_file_atomically(ckpt::rename_target(path, "op profile"), j.dump(1) + "\n");
   } catch (const std::exception& e) {
     throw_runtime_error("cannot write the op profile (the run's weights and checkpoints are written): {}", e.what());
   }

@@ -373,6 +373,8 @@ void Trainer::finish_run(int step, RunProgress& run) {
       metadata[run_kernels_key(c.device)] = run_kernels(c);
       write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.comm, metadata);
       summary.final_weights_gathered = true;
+      // What a peer's failure from here on interrupts (rank 0's op profile, the final evaluation).
+      s.set_comm_context(fmt::format("the end of the run after step {}, past its final weights", step));
     } else if (s.root) {
       // An earlier run's final.safetensors in this directory is not this run's weights: removed, so
       // `sample --run` and `eval --run` cannot take it for them.

@@ -92,11 +92,12 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),
       targets(inputs.size()),
       inject_nonfinite_steps(nonfinite_steps_to_inject()) {
-  // The store's collectives timed beside the ops ([Note: exposed communication]).
-  if (profiler) store_comm().set_profiler(profiler.get());
   // The files the data source opened are the ones the checkpoints will name (agreed: one rank may
   // see a file change another did not).
   on_every_rank(comm, [&] { check_data_unchanged(c, data_files); });
+  // The store's collectives timed beside the ops ([Note: exposed communication]). Last: a
+  // constructor that throws runs no destructor to take it back from the caller's communicator.
+  if (profiler) store_comm().set_profiler(profiler.get());
 }
 
 // The store's communicator may be the caller's, which outlives the profiler.

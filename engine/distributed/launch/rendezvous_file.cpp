@@ -31,7 +31,8 @@ namespace {
 // killed; a next run's rank 0 refuses to start over its leftovers, since the other ranks would take a stale id for the
 // new one. A rank that refuses <path> (another world size, a rank claimed twice) says why in <path>.refused before it
 // fails, the first refusal kept: rank 0 then gives up at once, naming it, rather than wait out its timeout for a rank
-// that did start, and removes it with <path>.
+// that did start, and removes it with <path> (as it does when it succeeds: a second process given a rank it had the
+// ack of refused it).
 
 // 03: acks carry a token after the nonce (02's held the nonce alone, which this rank 0 would never
 // take): a rank of the other build says the file is of another version.
@@ -125,11 +126,15 @@ std::uint64_t random_token() {
 
 // A rank's refusal of rank 0's file, where rank 0 looks for it ([Note: file rendezvous]); the first
 // refusal of the job is kept (O_EXCL), and a refusal that cannot be written leaves rank 0 its
-// timeout, as before.
+// timeout, as before. Where rank 0 was done by then (its file gone: it finished, or gave up, and
+// removed the refusals there were), this one's is removed again: nobody would, and it would stop
+// the next run's rank 0.
 void leave_refusal(const std::string& path, int rank, const std::string& why) {
   const std::string text = fmt::format("rank {}: {}", rank, why);
-  (void)write_and_close(::open(refusal_path(path).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644),
-                        std::vector<std::uint8_t>(text.begin(), text.end()));
+  const int fd = ::open(refusal_path(path).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const bool made = fd >= 0;
+  (void)write_and_close(fd, std::vector<std::uint8_t>(text.begin(), text.end()));
+  if (made && !file_exists(path)) ::unlink(refusal_path(path).c_str());
 }
 
 }  // namespace
@@ -185,6 +190,9 @@ std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const Re
     deadline.sleep(polls < 50 ? 10 : 100);
   }
   for (int r = 1; r < launch.world_size; ++r) ::unlink(ack_path(path, r).c_str());
+  // A refusal of a second process given a rank this one had the ack of: the job goes on without
+  // it, and the file would stop the next run's rank 0.
+  ::unlink(refusal_path(path).c_str());
   ::unlink(path.c_str());
   return blob;
 }
@@ -236,12 +244,11 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
   ack_bytes.resize(kAckBytes);
   std::memcpy(ack_bytes.data() + 8, &token, 8);
   if (!create_ack(ack, ack_bytes, fmt::format("rank {}", launch.rank).c_str())) {
-    // Where rank 0 still waits (for other ranks; it had this rank's ack, and finishes once it has theirs).
-    if (file_exists(path)) {
-      leave_refusal(
-          path, launch.rank,
-          fmt::format("rank {} is claimed twice (another process of this job was given the same rank)", launch.rank));
-    }
+    // Where rank 0 still waits (for other ranks; it had this rank's ack, and finishes once it has
+    // theirs, removing this refusal with its file).
+    leave_refusal(
+        path, launch.rank,
+        fmt::format("rank {} is claimed twice (another process of this job was given the same rank)", launch.rank));
     throw_input_error(
         "rendezvous via file {}: rank {} is claimed twice ({} exists: another process of this job was given the "
         "same rank, or an earlier run left it; remove it and start again)",
@@ -249,7 +256,7 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
   }
   for (int polls = 0; file_exists(path); ++polls) {
     if (deadline.passed()) {
-      ::unlink(ack.c_str());
+      if (read_file(ack) == ack_bytes) ::unlink(ack.c_str());  // not a second process's, made since
       throw_runtime_error(
           "rendezvous via file {}: rank {} timed out after {:g} s waiting for rank 0 to hear from "
           "every rank (one missing, or the file left from an earlier run?)",

@@ -87,6 +87,11 @@ void Work::wait(bool bounded_by_stop_grace) {
                              "{} did not complete within {:g} s (train.collective_timeout_s) at {}: a rank died, "
                              "never reached it, or needs longer to reach it",
                              description_, timeout_s_, where);
+      // The collective may still be posted, its progress thread still running: what the advance
+      // function holds (its staging buffers) lives until on_timeout has stopped it (the MPI
+      // backend halts its worker and aborts), and is dropped only as the error leaves. Cleared
+      // here first, the buffers were freed while a late peer's data could still land in them.
+      const std::function<bool()> posted = std::move(advance_);
       advance_ = nullptr;
       if (on_timeout_) on_timeout_(message);
       throw RuntimeError(message);

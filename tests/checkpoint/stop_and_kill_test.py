@@ -201,6 +201,13 @@ def main():
 
         name = "2 ranks, SIGUSR1 to mpirun"
         stopped_run(name, 2, LONG, os.path.join(work, "usr1"), lambda p: p.send_signal(signal.SIGUSR1))
+        # SIGHUP to a rank, the job's output in a file: mpirun gives each rank a pseudo-terminal,
+        # which closed nothing; the rank detached from it as from a closed terminal and lost its stop lines.
+        name = "2 ranks, SIGHUP to rank 0, output to a file"
+        run_dir = os.path.join(work, "hup")
+        out = stopped_run(name, 2, LONG, run_dir, lambda p: os.kill(rank_pids(run_dir)[0], signal.SIGHUP))
+        if out is not None:
+            check("on SIGHUP" in out and "--resume latest" in out, f"{name}: the stop's lines reach the output")
         name = "2 ranks, SIGTERM to rank 1 only"
         run_dir = os.path.join(work, "one_rank")
         out = stopped_run(name, 2, LONG, run_dir, lambda p: os.kill(rank_pids(run_dir)[1], signal.SIGTERM))

@@ -177,7 +177,10 @@ void detach_from_terminal() {
 extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
   if (sig == SIGTERM && g_under_mpirun && info != nullptr && info->si_pid == getppid()) terminate_for_launcher();
   if (sig == SIGHUP) {
-    detach_from_terminal();
+    // Under mpirun a rank's terminal is mpirun's pseudo-terminal, which carries its output wherever
+    // the job's goes (a file): a SIGHUP sent to the rank closed nothing, and detached it lost the
+    // stop's lines. (Where mpirun itself goes, its ranks go too.)
+    if (!g_under_mpirun) detach_from_terminal();
     // A pipe's reader on the same terminal (`zerotrain train | tee log`) ends with it: a write to
     // the pipe then fails (the run's warning at its end) instead of killing the run before its save.
     std::signal(SIGPIPE, SIG_IGN);

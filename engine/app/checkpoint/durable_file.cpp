@@ -174,7 +174,9 @@ void write_file_atomically(const std::string& path, const std::string& text) {
       throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
     }
   } catch (...) {
-    std::remove(tmp.c_str());  // a full disk leaves no partial .tmp behind
+    // A full disk leaves no partial .tmp behind; unlink, not remove: a folder standing under the
+    // staging name (what made the write fail) is not this function's to delete.
+    ::unlink(tmp.c_str());
     throw;
   }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -205,7 +204,7 @@ nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string&
   // Checked as doubles: 1e300 would be refused as the inf an fp32 makes of it.
   auto fp32 = [&](const char* key, double fallback) {
     const double v = r.number_or(key, fallback);
-    if (!(std::abs(v) <= std::numeric_limits<float>::max())) r.refuse(key, "must be a finite fp32 number");
+    if (!holds_in_fp32(v)) r.refuse(key, "must be a finite fp32 number");
     return static_cast<float>(v);
   };
   s.factor = fp32("factor", 1.0);

@@ -155,7 +155,7 @@ int json_int_key(const nlohmann::json& j, const char* key, int min_value, int ma
 float json_fp32_key(const nlohmann::json& j, const char* key, std::string_view prefix) {
   const nlohmann::json& v = j.at(key);
   const double d = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
-  if (!(std::abs(d) <= std::numeric_limits<float>::max())) {
+  if (!holds_in_fp32(d)) {
     throw std::invalid_argument(fmt::format("{}{} = {} is not a finite fp32 number", prefix, key, v.dump()));
   }
   return static_cast<float>(d);

@@ -6,8 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -129,6 +131,9 @@ std::optional<long long> json_integer_in(const nlohmann::json& v, long long min_
 // 1e300) or get<float> (inf): an integer in [min_value, max_value], or a number an fp32 holds;
 // otherwise std::invalid_argument naming `prefix` + `key` and the value.
 int json_int_key(const nlohmann::json& j, const char* key, int min_value, int max_value, std::string_view prefix = "");
+// Whether `v` is finite and within fp32's range, so that a cast to float neither overflows to inf
+// nor is undefined (json_fp32_key's check, and a Hugging Face config's).
+inline bool holds_in_fp32(double v) { return std::abs(v) <= std::numeric_limits<float>::max(); }
 float json_fp32_key(const nlohmann::json& j, const char* key, std::string_view prefix = "");
 
 }  // namespace zt

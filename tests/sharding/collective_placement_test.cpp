@@ -175,6 +175,37 @@ TEST(ZeroParamStore, CollectivesInFlightAreWaitedForBeforeTheBuffersGo) {
       EXPECT_LT(comm.finished, comm.started) << "the publishes are in flight after the step";
     }
     EXPECT_EQ(comm.finished, comm.started);
+    EXPECT_EQ(tracker.snapshot().current(MemCategory::kParameters), 0) << "a store that ends well frees its buffers";
+  }
+}
+
+// A run failing on one rank (an exception unwinding it) cannot wait for its collectives in flight
+// (a peer may never join them), and the backend goes on writing into their buffers until the
+// communicator's teardown ends them: the store then keeps its buffers (and the collectives' Works,
+// their staging) to the end of the process, still charged to the tracker, instead of freeing memory
+// a late write would land in.
+TEST(ZeroParamStore, AFailingRunKeepsTheBuffersOfCollectivesInFlight) {
+  const ParamTable table = small_units();
+  const ExecContext ctx{Device::kCPU, 1, nullptr};
+  for (int stage = 1; stage <= 3; ++stage) {
+    SCOPED_TRACE(::testing::Message() << "stage " << stage);
+    MemoryTracker tracker;
+    DeferredCommunicator comm;
+    std::int64_t params_bytes = 0;
+    try {
+      ZeroOptions zero;
+      zero.stage = stage;
+      zero.persistence_threshold = stage == 3 ? 4 : 0;
+      ZeroParamStore store(table, DType::kF32, zero, comm, tracker, ctx);
+      one_step(store, table);
+      params_bytes = tracker.snapshot().current(MemCategory::kParameters);
+      throw std::runtime_error("a failure on this rank");
+    } catch (const std::runtime_error&) {}
+    EXPECT_LT(comm.finished, comm.started) << "not waited: a peer may never join them";
+    EXPECT_GT(params_bytes, 0);
+    EXPECT_EQ(tracker.snapshot().current(MemCategory::kParameters), params_bytes)
+        << "the parameters a publish writes are kept";
+    EXPECT_GT(tracker.snapshot().current(MemCategory::kGradients), 0);
   }
 }
 

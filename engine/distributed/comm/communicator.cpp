@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -35,6 +36,36 @@ Work::Work(std::function<bool()> advance, std::string description, double timeou
       timeout_s_(timeout_s),
       context_(context),
       on_timeout_(std::move(on_timeout)) {}
+
+namespace {
+
+struct KeptUntilExit {
+  std::mutex mutex;
+  std::vector<Work> work;
+  std::vector<Buffer> buffers;
+};
+
+// Never destroyed: a destructor at exit would free what a late write may still reach, and the
+// trackers the buffers name are gone by then.
+KeptUntilExit& kept_until_exit() {
+  static auto* kept = new KeptUntilExit();
+  return *kept;
+}
+
+}  // namespace
+
+void keep_until_exit(Work work) {
+  KeptUntilExit& kept = kept_until_exit();
+  const std::lock_guard<std::mutex> lock(kept.mutex);
+  kept.work.push_back(std::move(work));
+}
+
+void keep_until_exit(Buffer buffer) {
+  if (buffer.empty()) return;
+  KeptUntilExit& kept = kept_until_exit();
+  const std::lock_guard<std::mutex> lock(kept.mutex);
+  kept.buffers.push_back(std::move(buffer));
+}
 
 namespace {
 

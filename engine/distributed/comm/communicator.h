@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/base/core/buffer.h"
 #include "engine/base/core/memory_tracker.h"
 #include "engine/base/core/tensor.h"
 
@@ -60,6 +61,15 @@ class Work {
   const std::string* context_ = nullptr;
   std::function<void(const std::string&)> on_timeout_;
 };
+
+// A failing run (an exception unwinding) that drops a collective still in flight: the backend may
+// still write into its buffers (an MPI request is abandoned, not cancelled, and the progress thread
+// polls it until the communicator goes), and its Work holds the staging the backend writes into.
+// Both are kept, never freed, until the process ends, which the failure brings: leaked on purpose,
+// on a path that ends the job (their bytes stay charged to the tracker: they are still held).
+// Any thread.
+void keep_until_exit(Work work);
+void keep_until_exit(Buffer buffer);
 
 class Communicator {
  public:

@@ -35,12 +35,10 @@ struct StagedState {
     } catch (...) {  // nothing to do about it while unwinding
     }
     if (!host_work.done()) {
-      static auto* abandoned = new std::vector<Buffer>();  // never destroyed
-      for (Buffer& b : buffers) abandoned->push_back(std::move(b));
+      for (Buffer& b : buffers) keep_until_exit(std::move(b));
       // The host backend's Work owns its own fp32 staging (MPI's), which its progress thread may
       // still write into: kept too.
-      static auto* abandoned_work = new std::vector<Work>();
-      abandoned_work->push_back(std::move(host_work));
+      keep_until_exit(std::move(host_work));
     }
   }
 

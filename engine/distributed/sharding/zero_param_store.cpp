@@ -67,17 +67,43 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
 // (or its staging's copies) after they are freed: a publish is waited only at its unit's next
 // acquire, which a run that ends without another pass (stopped by a signal, no save asked) never
 // makes. Every rank issued them, in one order, so they complete: waited for here. Not while an
-// exception unwinds the run: a peer may never join, the job is failing, and the communicator's
-// teardown (MPI_Abort, ncclCommAbort) ends them. (Inside a catch block no exception is unwinding:
-// an owner that destroys a store there, after a peer failed, would wait up to the timeout.)
+// exception unwinds the run: a peer may never join, and the job is failing. The collectives then
+// run on until the communicator's teardown (MPI_Abort, ncclCommAbort) ends them, so their Works
+// and every buffer of the store are kept to the end of the process instead (keep_until_exit).
+// (Inside a catch block no exception is unwinding: an owner that destroys a store there, after a
+// peer failed, would wait up to the timeout.)
 ZeroParamStore::~ZeroParamStore() {
-  if (std::uncaught_exceptions() > 0) return;
+  if (std::uncaught_exceptions() > 0) {
+    keep_in_flight_until_exit();
+    return;
+  }
   try {
     for (Work& w : publishes_) w.wait();
     for (Work& w : gathers_) w.wait();
     for (PendingReduction& r : reductions_) r.work.wait();
   } catch (const std::exception& e) {  // a destructor cannot throw: said, and the buffers go
     std::fprintf(stderr, "zerotrain: rank %d: collectives left in flight at the end: %s\n", comm_.rank(), e.what());
+  }
+}
+
+void ZeroParamStore::keep_in_flight_until_exit() {
+  bool in_flight = false;
+  for (const Work& w : publishes_) in_flight |= !w.done();
+  for (const Work& w : gathers_) in_flight |= !w.done();
+  for (const PendingReduction& r : reductions_) in_flight |= !r.work.done();
+  if (!in_flight) return;
+  // Every collective's Work (the staging it owns), then every buffer one may name: which of them
+  // an in-flight collective reads or writes is the state machine's business, and the job ends.
+  for (std::vector<Work>* works : {&publishes_, &gathers_}) {
+    for (Work& w : *works) keep_until_exit(std::move(w));
+  }
+  for (PendingReduction& r : reductions_) {
+    keep_until_exit(std::move(r.work));
+    keep_until_exit(std::move(r.reduced));
+    keep_until_exit(std::move(r.widened));
+  }
+  for (std::vector<Buffer>* buffers : {&params_, &gathered_, &exact_shards_, &grads_, &pending_full_grads_}) {
+    for (Buffer& b : *buffers) keep_until_exit(std::move(b));
   }
 }
 

@@ -106,6 +106,8 @@ class ZeroParamStore final : public ParamStore {
   };
 
   TensorView full_params(int unit) const;
+  // A failing run's destructor: collectives in flight keep their Works and the store's buffers.
+  void keep_in_flight_until_exit();
   void follow_schedule(UnitOp op, int unit);  // checks the call against the pass's schedule
   void start_gather(int unit);
   // An all-gather of parameters: plain, or of int8 blocks under quantized gathers.

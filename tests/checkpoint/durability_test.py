@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a power loss leaves, read off the system calls (strace): every file zerotrain moves into
 place by a rename was synced (fsync of a descriptor opened on its staging name) before that
-rename, and the run's metrics.jsonl was synced before each checkpoint folder's commit (the rename
+rename, its folder synced after it (else the new name itself can be lost), and the run's metrics.jsonl was synced before each checkpoint folder's commit (the rename
 of .tmp-step_N). A file renamed unsynced can be empty after a power loss under the name its
 folder's other files agree with (a run's vocab.json beside a good checkpoint; a prepared dataset's).
 
@@ -58,15 +58,17 @@ def paths_in(args):
 
 def unsynced_renames(calls):
     """Files renamed into place without an fsync of a descriptor opened on them since their last
-    open for writing; and every rename of a folder's .tmp-step_N with whether metrics.jsonl was
-    synced since its last write (or write-open) before it."""
+    open for writing; every rename of a folder's .tmp-step_N with whether metrics.jsonl was
+    synced since its last write (or write-open) before it; and the renames whose folder was not
+    synced after them before the process ended (the new name itself is then lost to a power loss)."""
     open_fds = {}  # fd -> path
     synced, written = set(), set()
     metrics_synced = False
     bad, commits = [], []
+    folder_unsynced = {}  # folder -> the renames into it since its last fsync
     for call, args, result in calls:
         if call == "openat" and result >= 0:
-            path = paths_in(args)[0]
+            path = os.path.abspath(paths_in(args)[0])
             open_fds[result] = path
             if "O_WRONLY" in args or "O_RDWR" in args:
                 written.add(path)
@@ -77,6 +79,7 @@ def unsynced_renames(calls):
             path = open_fds.get(int(args.split(",")[0]))
             if path is not None:
                 synced.add(path)
+                folder_unsynced.pop(path, None)
                 if path.endswith("metrics.jsonl"):
                     metrics_synced = True
         elif call in ("write", "pwrite64"):
@@ -86,12 +89,15 @@ def unsynced_renames(calls):
         elif call == "close":
             open_fds.pop(int(args.split(",")[0]), None)
         elif call.startswith("rename") and result == 0:
-            names = paths_in(args)
+            names = [os.path.abspath(n) for n in paths_in(args)]
             source, target = names[0], names[-1]
+            folder_unsynced.setdefault(os.path.dirname(target), []).append(target)
             if os.path.basename(source).startswith(".tmp-step_"):
                 commits.append((target, metrics_synced))
             elif source in written and source not in synced:
                 bad.append(f"{source} -> {target}")
+    bad += [f"{target} (its folder not synced after the rename)" for renamed in folder_unsynced.values()
+            for target in renamed]
     return bad, commits
 
 
@@ -108,7 +114,8 @@ def main():
     bad, _ = unsynced_renames(calls)
     renamed = [c for c in calls if c[0].startswith("rename")]
     checks.check(p.returncode == 0 and len(renamed) >= 3 and not bad,
-                 f"prepare syncs train.bin, val.bin and vocab.json before their renames (unsynced: {bad})")
+                 f"prepare syncs train.bin, val.bin and vocab.json before their renames, their folder after "
+                 f"(unsynced: {bad})")
 
     config = os.path.join(work, "config.json")
     with open(config, "w") as f:
@@ -120,8 +127,8 @@ def main():
     p, calls = traced(work, "train", [binary, "train", "--config", config, "--run-dir", run])
     bad, commits = unsynced_renames(calls)
     checks.check(p.returncode == 0 and not bad,
-                 f"train syncs each file before its rename (config.json, vocab.json, manifests, latest, final "
-                 f"weights; unsynced: {bad}; {p.stderr.strip()[-200:]})")
+                 f"train syncs each file before its rename and its folder after (config.json, vocab.json, "
+                 f"manifests, latest, final weights; unsynced: {bad}; {p.stderr.strip()[-200:]})")
     checks.check(len(commits) == 3 and all(ok for _, ok in commits),
                  f"metrics.jsonl is synced before each checkpoint commits ({commits})")
 
@@ -135,7 +142,7 @@ def main():
                if call.startswith("rename") and result == 0}
     staged = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
     checks.check(p.returncode == 0 and os.path.exists(os.path.join(out, "tokenizer.json")) and not bad and
-                 staged <= renamed, f"an HF export syncs every file it stages (renamed: {sorted(renamed)}; "
+                 staged <= renamed, f"an HF export syncs every file it stages, and the folder after (renamed: {sorted(renamed)}; "
                                     f"unsynced: {bad}; {p.stderr.strip()[-200:]})")
     return checks.finish()
 

@@ -493,6 +493,32 @@ def main():
     check(p.returncode == 0 and same,
           f"a resume from the skipped step's checkpoint ends on the same weights (exit {p.returncode}: "
           f"{p.stderr.strip()[-300:]})")
+    # ... and on the same record: its last checkpoint says where the run is (tokens seen, samples,
+    # the optimizer's own step) and what it skipped, as the uninterrupted run's does, and so does its
+    # summary.
+    def position(run_dir):
+        with open(os.path.join(run_dir, "checkpoints", "step_00000008", "manifest.json")) as f:
+            m = json.load(f)
+        return ({k: m[k] for k in ("step", "tokens_seen", "next_sample_index", "optimizer_step")},
+                {k: m["extra"][k] for k in ("skipped_steps", "consecutive_skips")})
+    whole, resumed = position(run_d), position(run_d4)
+    check(whole == resumed and whole[1]["skipped_steps"] == 1,
+          f"the resumed run's last checkpoint keeps the uninterrupted run's position and skips ({resumed} vs {whole})")
+    resumed_summary = records(run_d4)[-1]
+    check(resumed_summary["type"] == "summary" and resumed_summary["skipped_steps"] == 1,
+          f"the resumed run's summary counts the step skipped before it ({resumed_summary})")
+    # A resume keeps the count of skipped steps in a row: one skipped before the save and one after
+    # it are two in a row, past train.max_skipped_steps = 1, as in an uninterrupted run.
+    run_s = os.path.join(work, "d_skip_resume")
+    in_a_row = skip_run + ["--run-dir", run_s, "--set", "train.max_skipped_steps=1"]
+    p = run(binary, in_a_row, {"ZT_TEST_NONFINITE_AT_STEP": "2"})
+    check(p.returncode == 0, f"a run with one step skipped finishes ({p.stderr.strip()[-300:]})")
+    p = run(binary, in_a_row + ["--resume", os.path.join(run_s, "checkpoints", "step_00000002")],
+            {"ZT_TEST_NONFINITE_AT_STEP": "3"})
+    err_lines = [line for line in p.stderr.splitlines() if line.strip()]
+    check(p.returncode == 1 and len(err_lines) == 1 and "step 3: non-finite" in err_lines[0] and
+          "2 in a row, past train.max_skipped_steps = 1" in err_lines[0],
+          f"a skip after a resume counts the skip before it ({p.returncode}, {err_lines})")
 
     # log.final_weights = false (benchmarks): the run finishes, evaluates and says it wrote no weights.
     # An earlier run's final weights in the directory are kept aside at the fresh run's start (as

@@ -24,6 +24,25 @@ TEST(RunConfig, DefaultsAreResolved) {
   EXPECT_EQ(c.model.padded_vocab_size(), 128);
 }
 
+// The optimizer's defaults are docs/config.md's (the configs in configs/ give them all, so a
+// changed default shows nowhere else).
+TEST(RunConfig, OptimizerDefaultsAreTheDocumentedOnes) {
+  const RunConfig c = parse_run_config(base(), "test.json");
+  EXPECT_EQ(c.train.max_steps, 100);
+  EXPECT_EQ(c.optim.adamw.lr, 1e-3f);
+  EXPECT_EQ(c.optim.min_lr, 1e-3f / 10.0f);  // lr / 10, from the single-precision lr
+  EXPECT_EQ(c.optim.warmup_steps, 0);
+  EXPECT_EQ(c.optim.decay, "cosine");
+  EXPECT_EQ(c.optim.decay_steps, 100);  // train.max_steps
+  EXPECT_EQ(c.optim.adamw.beta1, 0.9f);
+  EXPECT_EQ(c.optim.adamw.beta2, 0.95f);
+  EXPECT_EQ(c.optim.adamw.eps, 1e-8f);
+  EXPECT_EQ(c.optim.adamw.weight_decay, 0.1f);
+  EXPECT_EQ(c.optim.grad_clip, 1.0f);
+  EXPECT_EQ(c.train.nonfinite, "stop");
+  EXPECT_EQ(c.train.max_skipped_steps, 10);
+}
+
 TEST(RunConfig, OverridesReachNestedKeysAndParseTypes) {
   nlohmann::json doc = base();
   apply_override(doc, "precision.param_dtype=bf16");

@@ -125,6 +125,34 @@ TEST(AdamW, Bf16GradientAndWorkingCopies) {
   EXPECT_TRUE(close_normwise(delta, delta_ref, 5e-5));
 }
 
+// The optimizer's one call a step: each slice decays only where it says it does (biases and norms
+// do not), and otherwise updates as adamw_update would, bit for bit.
+TEST(AdamW, SlicesDecayOnlyWhereTheySayTheyDo) {
+  ZT_SEEDED_RNG(rng);
+  const std::int64_t n = 257;
+  AdamWHyper h;
+  h.lr = 1e-2f;
+  h.weight_decay = 0.1f;
+  const auto p_init = rng.normal(2 * n);
+  auto p = p_init, g = rng.normal(2 * n, 0.0f, 0.1f);
+  std::vector<float> m(2 * n, 0.0f), v(2 * n, 0.0f);
+  auto slice = [&](std::vector<float>& x, std::int64_t at) { return view_of(x).slice(at, n); };
+  const std::vector<AdamWSlice> slices = {{slice(p, 0), slice(g, 0), slice(m, 0), slice(v, 0), TensorView{}, true},
+                                          {slice(p, n), slice(g, n), slice(m, n), slice(v, n), TensorView{}, false}};
+  adamw_update_slices(cpu_ctx(), slices, h, 2, 0.5f);
+  for (const bool decays : {true, false}) {
+    SCOPED_TRACE(decays ? "decays" : "no decay");
+    const std::int64_t at = decays ? 0 : n;
+    std::vector<float> p_ref(p_init.begin() + at, p_init.begin() + at + n), g_ref(g.begin() + at, g.begin() + at + n);
+    std::vector<float> m_ref(n, 0.0f), v_ref(n, 0.0f);
+    AdamWHyper one = h;
+    one.weight_decay = decays ? h.weight_decay : 0.0f;
+    adamw_update(cpu_ctx(), view_of(p_ref), view_of(g_ref), view_of(m_ref), view_of(v_ref), TensorView{}, one, 2, 0.5f);
+    EXPECT_TRUE(test::bitwise_equal(std::vector<float>(p.begin() + at, p.begin() + at + n), p_ref));
+    EXPECT_TRUE(test::bitwise_equal(std::vector<float>(m.begin() + at, m.begin() + at + n), m_ref));
+  }
+}
+
 TEST(AdamW, RejectsMismatchedLengthsAndZeroStep) {
   std::vector<float> p(4), g(4), m(4), v(3);
   std::vector<float> m4(4), v4(4);

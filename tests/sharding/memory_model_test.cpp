@@ -7,6 +7,7 @@
 
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/local_communicator.h"
+#include "engine/distributed/comm/quantized_collectives.h"
 #include "engine/distributed/optim/sharded_adamw.h"
 #include "engine/distributed/sharding/memory_model.h"
 #include "engine/distributed/sharding/zero_param_store.h"
@@ -173,6 +174,25 @@ TEST(RankMemory, NcclStagingWorkedByHand) {
   for (int stage = 0; stage < 4; ++stage) {
     EXPECT_EQ(predict(t, DType::kBF16, fp, stage, 1, nccl)[C::kCommBuffers], 0) << stage;
     EXPECT_EQ(predict(t, DType::kBF16, fp, stage, 1)[C::kCommBuffers], 0) << stage;
+  }
+}
+
+// Quantized gathers at stages 1-2 on NCCL with fp32 parameters: no reduction stages anything, so the
+// comm buffers' peak is the publish's, one unit at a time: the largest shard's int8 staging.
+TEST(RankMemory, AQuantizedPublishIsTheCommBuffersPeakWhereNoReductionStages) {
+  const ParamTable t = hand_table();
+  const ModelFootprint fp{1000, 500};
+  ShardingOptions nccl;
+  nccl.backend = CollectiveBackend::kNccl;
+  for (int stage = 1; stage <= 2; ++stage) {
+    SCOPED_TRACE(stage);
+    ZeroOptions zero;
+    zero.stage = stage;
+    zero.gather_wire = WireDType::kInt8;
+    const StageMemory m = predict_rank_memory(t, DType::kF32, fp, chain_schedule(), zero, 3, nccl);
+    EXPECT_GT(all_gather_int8_staging_bytes(4, 3), 0);
+    EXPECT_EQ(m.publish_comm_bytes, all_gather_int8_staging_bytes(4, 3));  // shards 4, 3, 1
+    EXPECT_EQ(m[C::kCommBuffers], m.publish_comm_bytes);
   }
 }
 

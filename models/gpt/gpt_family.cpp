@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "models/gpt/activations.h"
 #include "models/gpt/gpt_footprint.h"
 #include "models/gpt/gpt_model.h"
@@ -114,7 +116,10 @@ class GptFamily final : public ModelFamily {
     // transformers' four names of GELU's tanh form (its constants written out or computed).
     if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu_fast" && act != "gelu_accurate")
       r.refuse("activation_function", "zerotrain's GPT-2 has tanh GELU");
-    if (r.integer_or("n_inner", 4 * C) != 4 * C) r.refuse("n_inner", "zerotrain's GPT-2 MLP is 4 x n_embd wide");
+    // In 64 bits: an n_embd past 2^29 (refused later, by the model's own range) overflowed 4 C.
+    if (r.has("n_inner") && r.integer_or("n_inner", 0) != 4 * std::int64_t{C}) {
+      r.refuse("n_inner", "zerotrain's GPT-2 MLP is 4 x n_embd wide");
+    }
     // As a float: a config saved from an fp32 value writes 1e-5 as 9.999999747378752e-06.
     if (static_cast<float>(r.number_or("layer_norm_epsilon", 1e-5)) != 1e-5f)
       r.refuse("layer_norm_epsilon", "zerotrain's LayerNorm uses 1e-5");

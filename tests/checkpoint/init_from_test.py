@@ -654,6 +654,14 @@ def main():
     hf["scale_attn_weights"] = False  # transformers would then skip attention's 1 / sqrt(head size)
     with open(os.path.join(unscaled, "config.json"), "w") as f:
         json.dump(hf, f)
+    # An MLP of another width than 4 x n_embd; and an n_embd past 2^29, where 4 x n_embd overflowed
+    # an int (undefined behaviour) before the model's own range refused it.
+    gpt_variants = {}
+    for name, changes in (("narrow_mlp", {"n_inner": 3 * hf["n_embd"]}), ("huge_embd", {"n_embd": 1 << 29})):
+        gpt_variants[name] = os.path.join(work, name)
+        os.makedirs(gpt_variants[name])
+        with open(os.path.join(gpt_variants[name], "config.json"), "w") as f:
+            json.dump(dict(hf, scale_attn_weights=True, **changes), f)
     # What transformers' Llama config may say that zerotrain's Llama does not compute: refused
     # naming the folder's config.json; "swish" is SiLU under another name, read as it.
     def llama_variant(name, **changes):
@@ -787,6 +795,9 @@ def main():
          ["broken", "no tensor 'transformer.h.2.ln_1.weight'"]),
         ("an unsupported config", scaled, [], ["scaled/config.json", "rope_scaling", "not dynamic"]),
         ("attention left unscaled", unscaled, [], ["unscaled/config.json", "scale_attn_weights", "1 / sqrt"]),
+        ("an MLP narrower than 4 x n_embd", gpt_variants["narrow_mlp"], [],
+         ["narrow_mlp/config.json", "n_inner", "4 x n_embd"]),
+        ("an n_embd of 2^29", gpt_variants["huge_embd"], [], ["n_embd", "536870912", "out of range"]),
         ("a missing path", os.path.join(work, "nothing"), [], ["train.init_from: ", "nothing", "no such"]),
         ("a tied model's file with another head", other_head, [],
          ["tensor 'lm_head.weight' differs from 'transformer.wte.weight'", "tie_word_embeddings",

@@ -6,6 +6,10 @@
 #include "engine/app/data/vocab_tokenizer_json.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "engine/app/data/tokenizer.h"
 #include "tests/data/data_test_util.h"
@@ -98,6 +102,26 @@ TEST(VocabTokenizerJson, HostileIdsAndTokensAreRefusedNamingTheFile) {
     EXPECT_FALSE(char_vocab_of_tokenizer_json(j, "t.json").has_value()) << j.dump();
     expect_input_error([&] { Tokenizer::from_json(j, "t.json"); }, {"t.json"});
   }
+}
+
+// Ids may skip numbers (added tokens far past the vocabulary): a tokenizer holds what it names,
+// not a table up to its largest id (an id of 2^24 - 1, the largest taken, made 16 M strings:
+// 512 MiB for a file of 100 bytes).
+TEST(VocabTokenizerJson, AFarIdCostsWhatItsTokenDoes) {
+  nlohmann::json j = nlohmann::json::parse(tokenizer_json_of_vocab(Vocab::byte_level()).dump());
+  const std::int32_t far = (1 << 24) - 1;
+  j["added_tokens"] = nlohmann::json::array({{{"id", far}, {"content", "<|far|>"}}});
+  const std::size_t before = mallinfo2().uordblks + mallinfo2().hblkhd;
+  const Tokenizer t = Tokenizer::from_json(j, "t.json");
+  const std::size_t held = mallinfo2().uordblks + mallinfo2().hblkhd - before;
+  EXPECT_LT(held, std::size_t{16} << 20) << "bytes held by a tokenizer of 257 tokens";
+  EXPECT_EQ(t.vocab_size(), far + 1);
+  EXPECT_TRUE(t.has_id(far));
+  EXPECT_TRUE(t.has_id(255));
+  EXPECT_FALSE(t.has_id(256));
+  EXPECT_FALSE(t.has_id(far + 1));
+  const std::vector<std::int32_t> ids = {far, 256, 'a'};
+  EXPECT_EQ(t.decode(ids), "<|far|>a") << "an id that names no token is skipped";
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ ChoiceFile ChoiceFile::load(const std::string& path, int vocab_size) {
   if (header[2] <= 0) throw_input_error("{}: the header says {} examples", path, header[2]);
   if ((bytes.size() - kHeaderBytes) % 2 != 0) throw_input_error("{}: an odd number of bytes after the header", path);
   std::vector<std::uint16_t> words((bytes.size() - kHeaderBytes) / 2);
-  std::memcpy(words.data(), bytes.data() + kHeaderBytes, words.size() * 2);
+  if (!words.empty()) std::memcpy(words.data(), bytes.data() + kHeaderBytes, words.size() * 2);  // else null
 
   ChoiceFile file;
   file.path_ = path;

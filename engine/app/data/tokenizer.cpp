@@ -118,8 +118,8 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
     for (const auto& [token, id] : model.at("vocab").items()) {
       const auto i = checked_id(id, token, path);
       t.vocab_[token] = i;
-      if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
-      t.id_to_token_[static_cast<std::size_t>(i)] = token;
+      t.id_to_token_[i] = token;
+      t.vocab_size_ = std::max(t.vocab_size_, i + 1);
     }
     for (const nlohmann::json& a : j.value("added_tokens", nlohmann::json::array())) {
       const std::string content = a.at("content").get<std::string>();
@@ -128,8 +128,8 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
       // without end (a sample hung, a run's first sample ran out of memory). The tokenizers library
       // leaves such a token out, and so does this reader.
       if (content.empty()) continue;
-      if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
-      t.id_to_token_[static_cast<std::size_t>(i)] = content;
+      t.id_to_token_[i] = content;
+      t.vocab_size_ = std::max(t.vocab_size_, i + 1);
       t.added_[content] = i;
     }
     t.prompt_prefix_ = template_prefix(j.value("post_processor", nlohmann::json()), path);
@@ -283,8 +283,9 @@ std::vector<std::int32_t> Tokenizer::encode_prompt(std::string_view text) const 
 std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {
   std::string out;
   for (const std::int32_t id : ids) {
-    if (id < 0 || static_cast<std::size_t>(id) >= id_to_token_.size()) continue;
-    const std::string& token = id_to_token_[static_cast<std::size_t>(id)];
+    const auto found = id_to_token_.find(id);
+    if (found == id_to_token_.end()) continue;
+    const std::string& token = found->second;
     // As the library's ByteLevel decoder: a token whose every character is in the byte map (every
     // token of the vocabulary, and added ones like "<|endoftext|>") becomes those bytes; one with a
     // character outside it (an added token with a space) stays its own text.

@@ -42,12 +42,12 @@ class Tokenizer {
   // Ids outside the vocabulary are skipped; bytes that are not UTF-8 are kept as they are.
   std::string decode(std::span<const std::int32_t> ids) const;
   // One past the largest id (added tokens included).
-  int vocab_size() const { return static_cast<int>(id_to_token_.size()); }
+  int vocab_size() const { return vocab_size_; }
   // Whether `id` names a token (a tokenizer's ids may skip numbers: added tokens far past its
   // vocabulary), which decode gives text for.
   bool has_id(std::int32_t id) const {
-    return id >= 0 && static_cast<std::size_t>(id) < id_to_token_.size() &&
-           !id_to_token_[static_cast<std::size_t>(id)].empty();
+    const auto found = id_to_token_.find(id);
+    return found != id_to_token_.end() && !found->second.empty();
   }
   std::optional<std::int32_t> token_id(const std::string& token) const;
 
@@ -63,7 +63,9 @@ class Tokenizer {
   std::vector<std::int32_t> prompt_prefix_;  // the template's special tokens before a sequence
   std::optional<std::int32_t> document_start_;
   std::unordered_map<std::string, std::int32_t> vocab_;
-  std::vector<std::string> id_to_token_;
+  // By id: a map, not a table one past the largest id (an id of 2^24 - 1 made 16 M strings, 512 MiB).
+  std::unordered_map<std::int32_t, std::string> id_to_token_;
+  std::int32_t vocab_size_ = 0;
   std::map<std::string, std::int32_t, std::greater<>> added_;  // content -> id, longest first at equal prefix
   std::unordered_map<std::string, int> merge_rank_;            // "left right" -> rank
   std::string path_;

@@ -269,21 +269,6 @@ void ZeroParamStore::publish_updated_params() {
   }
 }
 
-void ZeroParamStore::gather_unit_f32(int unit, float* out) {
-  ZT_CHECK(schedule_ == nullptr, "gather_unit_f32 inside a pass");
-  const std::int64_t n = layout_.unit(unit).numel;
-  const TensorView full = acquire_params(unit, Pass::kForward);
-  const TensorView host_out{out, DType::kF32, Device::kCPU, Shape{n}};
-  if (full.device == Device::kCPU) {
-    ops::cast(ctx_, host_out, full);
-  } else {  // cast on the device, then one copy to the host
-    const Buffer staged = ops::allocate(ctx_, tracker_, MemCategory::kWorkspace, DType::kF32, n, false);
-    ops::cast(ctx_, staged.view(), full);
-    ops::copy(ctx_, host_out, staged.view());
-  }
-  release_params(unit, Pass::kForward);
-}
-
 void ZeroParamStore::gather_optimizer_shards(TensorView shard, TensorView full) {
   ZT_CHECK(schedule_ == nullptr, "gather_optimizer_shards inside a pass");
   if (opt_layout_.world_size() == 1) {

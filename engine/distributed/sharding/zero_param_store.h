@@ -88,8 +88,6 @@ class ZeroParamStore final : public ParamStore {
   // deterministic communicator, identical for every stage (fixed partition, fp64, rank order).
   double global_grad_sum_of_squares();
 
-  // Full fp32 values of a unit's working parameters (a collective at stage 3). Outside a pass.
-  void gather_unit_f32(int unit, float* out);
   // The whole of a unit (`full`: its padded length, every rank's shard in rank order) from each
   // rank's optimizer-layout `shard` of it, such as the optimizer's fp32 master: an all-gather
   // through the store's communicator where the optimizer layout is split, a copy where it is one
@@ -156,7 +154,7 @@ class ZeroParamStore final : public ParamStore {
   std::vector<bool> rounds_;                 // units the current backward reduces in rounds
   std::vector<int> rounds_left_;             // folding: each unit's grads_ready calls still to come
 
-  // The pass in progress (none: calls are synchronous and unchecked, e.g. gather_unit_f32).
+  // The pass in progress (none: calls are synchronous and unchecked).
   const PassSchedule* schedule_ = nullptr;
   std::size_t cursor_ = 0;        // index of the next expected call
   std::size_t last_acquire_ = 0;  // index of the pass's last acquire

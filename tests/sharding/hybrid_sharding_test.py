@@ -83,6 +83,14 @@ def main():
         w0 = tensors(os.path.join(runs[0], "final.safetensors"))
         check(all(tensors(os.path.join(runs[s], "final.safetensors")) == w0 for s in range(1, 4)),
               "N4 g2: final weights bitwise equal across stages 0-3")
+        # log.profile_ops times both hops' collectives (the hybrid communicator hands its profiler to
+        # the group's and the cross-group one) and changes no bit.
+        profiled = train("N4_g2_stage3_profiled", 4, "zero.stage=3", "zero.shard_group_size=2", "log.profile_ops=true")
+        if profiled:
+            with open(os.path.join(profiled, "op_profile.json")) as f:
+                calls = json.load(f).get("communication", {}).get("calls", 0)
+            check(calls > 0 and curve(train_records(profiled)) == curve(train_records(runs[3])),
+                  f"N4 g2 stage 3, profiled: collectives timed ({calls} calls), the same bits as unprofiled")
     # bf16 gradients without accumulation: stages 0-1 reduce through the fp32 buffer as stages 2-3 do,
     # rounded once after both hops (reduced in their bf16 buffer they were rounded between the hops,
     # and stages 0-1 differed from stages 2-3 in the last bits: outside deterministic mode too, a

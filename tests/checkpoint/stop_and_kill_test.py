@@ -347,6 +347,29 @@ def main():
         p = run(1, slow_eval, elsewhere, ["--resume", "latest"])
         ok(p, f"{name}: the --resume latest it advises exits 0")
 
+        # ... and in the final evaluation, one train.eval_every does not call for (every 3 of 8
+        # steps): the resumed run, at its last step already, still owes it, and makes it.
+        name = "1 rank, SIGTERM during the final evaluation (eval_every 3, max_steps 8)"
+        final_eval = deep_merge(slow_eval, {"train": {"eval_every": 3}})
+        ref_final = os.path.join(work, "ref_final_eval")
+        if ok(run(1, final_eval, ref_final), f"{name}: the uninterrupted run exits 0"):
+            run_dir = os.path.join(work, "term_in_final_eval")
+            proc = start(1, final_eval, run_dir)
+            saved = wait_until(lambda: checkpoint_logged(run_dir, 8))
+            if saved:
+                proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
+            recs = [(r["type"], r["step"]) for r in train_records(run_dir) if r["type"] in ("eval", "stop")]
+            check(saved and proc.returncode == 0 and recs[-1:] == [("stop", 8)] and ("eval", 8) not in recs,
+                  f"{name}: stops on step 8's checkpoint, its evaluation not logged (exit {proc.returncode}, {recs}, "
+                  f"{(out + err)[-300:]})")
+            p = run(1, final_eval, run_dir, ["--resume", "latest"])
+            made = [(r["step"], r["val_loss"]) for r in train_records(run_dir) if r["type"] == "eval"]
+            ref = [(r["step"], r["val_loss"]) for r in train_records(ref_final) if r["type"] == "eval"]
+            check(p.returncode == 0 and made == ref and made[-1:] and made[-1][0] == 8,
+                  f"{name}: the resume makes the final evaluation, as uninterrupted ({made} vs {ref}; "
+                  f"{p.stderr.strip()[-200:]})")
+
         # A stop asked during MPI's start-up (Slurm's --signal can land there): rank 1 starts 2 s
         # late, so rank 0 waits in MPI_Init when mpirun forwards SIGUSR1 (rank 1 ignores it until
         # it starts). Rank 0's request holds: both stop after step 1 on its checkpoint (the signal

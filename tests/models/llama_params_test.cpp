@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/llama/llama_params.h"
+#include "models/model_family.h"
 
 namespace zt::llama {
 namespace {
@@ -120,6 +121,30 @@ TEST(LlamaConfigRules, InconsistentConfigsAreNamed) {
   c.rope_theta = 0.0f;
   EXPECT_NE(llama_config_error(c).find("rope_theta"), std::string::npos);
   EXPECT_THROW(build_param_table(c), std::exception);
+}
+
+// 2/3 of 4 n_embd, rounded up to a multiple of 256 only where it is not one already.
+TEST(LlamaConfigRules, TheSwiGluWidthAtAnExactMultipleStaysThere) {
+  EXPECT_EQ(default_intermediate_size(96), 256);    // 2 x 384 / 3 = 256
+  EXPECT_EQ(default_intermediate_size(768), 2048);  // 2 x 3072 / 3 = 2048
+  EXPECT_EQ(default_intermediate_size(100), 512);   // 266, rounded up
+}
+
+// A Hugging Face config.json leaving keys out means transformers' LlamaConfig defaults (4.x):
+// an untied head, rms_norm_eps 1e-6, and Llama 2 7B's shape.
+TEST(LlamaFamily, AHuggingFaceConfigLeavingKeysOutTakesTransformersDefaults) {
+  const nlohmann::json keys = model_family("llama").model_keys_from_hf({{"model_type", "llama"}}, "config.json");
+  EXPECT_EQ(keys.at("tie_embeddings"), false);
+  EXPECT_EQ(keys.at("norm_eps").get<double>(), 1e-6);
+  EXPECT_EQ(keys.at("n_layer"), 32);
+  EXPECT_EQ(keys.at("n_head"), 32);
+  EXPECT_EQ(keys.at("n_kv_head"), 32);
+  EXPECT_EQ(keys.at("n_embd"), 4096);
+  EXPECT_EQ(keys.at("intermediate_size"), 11008);
+  EXPECT_EQ(keys.at("block_size"), 2048);
+  EXPECT_EQ(keys.at("vocab_size"), 32000);
+  EXPECT_EQ(keys.at("rope_theta").get<double>(), 10000.0);
+  EXPECT_TRUE(keys.at("rope_scaling").is_null());
 }
 
 }  // namespace

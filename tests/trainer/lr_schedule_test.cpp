@@ -58,6 +58,14 @@ TEST(LrSchedule, LinearAndConstant) {
   EXPECT_FLOAT_EQ(lin.at(0), 1.0f);
   EXPECT_FLOAT_EQ(lin.at(5), 0.5f);
   EXPECT_FLOAT_EQ(lin.at(10), 0.0f);
+  // After a warmup the decay runs from its end (r = (step - warmup) / (decay_steps - warmup)):
+  // the peak at the warmup's end, half of it halfway to decay_steps.
+  const LrSchedule warmed(1.0f, 0.0f, 2, 6, LrSchedule::Decay::kLinear);
+  EXPECT_FLOAT_EQ(warmed.at(1), 2.0f / 3.0f);
+  EXPECT_FLOAT_EQ(warmed.at(2), 1.0f);
+  EXPECT_FLOAT_EQ(warmed.at(3), 0.75f);
+  EXPECT_FLOAT_EQ(warmed.at(4), 0.5f);
+  EXPECT_FLOAT_EQ(warmed.at(6), 0.0f);
   const LrSchedule flat(0.3f, 0.0f, 4, 0, LrSchedule::Decay::kConstant);
   EXPECT_FLOAT_EQ(flat.at(1), 0.3f * 2 / 5);
   EXPECT_FLOAT_EQ(flat.at(4), 0.3f);

@@ -156,6 +156,14 @@ class DeferredCommunicator final : public Communicator {
   }
 };
 
+// Stage `stage` with units that publish after the step (stage 3: its persistent units).
+ZeroOptions publishing_units(int stage) {
+  ZeroOptions zero;
+  zero.stage = stage;
+  zero.persistence_threshold = stage == 3 ? 4 : 0;
+  return zero;
+}
+
 // A run's last step publishes its updated units without waiting (each is waited at the unit's next
 // acquire); a run that ends there (stopped by a signal, no save) destroyed the store with them in
 // flight, their writes landing in freed buffers. The store waits for them as it goes.
@@ -167,10 +175,7 @@ TEST(ZeroParamStore, CollectivesInFlightAreWaitedForBeforeTheBuffersGo) {
     MemoryTracker tracker;
     DeferredCommunicator comm;
     {
-      ZeroOptions zero;
-      zero.stage = stage;
-      zero.persistence_threshold = stage == 3 ? 4 : 0;  // stage 3 publishes its persistent units
-      ZeroParamStore store(table, DType::kF32, zero, comm, tracker, ctx);
+      ZeroParamStore store(table, DType::kF32, publishing_units(stage), comm, tracker, ctx);
       one_step(store, table);
       EXPECT_LT(comm.finished, comm.started) << "the publishes are in flight after the step";
     }
@@ -193,10 +198,7 @@ TEST(ZeroParamStore, AFailingRunKeepsTheBuffersOfCollectivesInFlight) {
     DeferredCommunicator comm;
     std::int64_t params_bytes = 0;
     try {
-      ZeroOptions zero;
-      zero.stage = stage;
-      zero.persistence_threshold = stage == 3 ? 4 : 0;
-      ZeroParamStore store(table, DType::kF32, zero, comm, tracker, ctx);
+      ZeroParamStore store(table, DType::kF32, publishing_units(stage), comm, tracker, ctx);
       one_step(store, table);
       params_bytes = tracker.snapshot().current(MemCategory::kParameters);
       throw std::runtime_error("a failure on this rank");

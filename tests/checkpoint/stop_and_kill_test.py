@@ -201,6 +201,11 @@ def main():
 
         name = "2 ranks, SIGUSR1 to mpirun"
         stopped_run(name, 2, LONG, os.path.join(work, "usr1"), lambda p: p.send_signal(signal.SIGUSR1))
+        # The same in deterministic mode, whose ranks vote through an all-gather averaged into the
+        # one vote (a stop every rank saw counted twice was read as a lost lock: exit 1, no checkpoint).
+        name = "2 ranks, deterministic, SIGUSR1 to mpirun"
+        stopped_run(name, 2, deep_merge(LONG, {"train": {"deterministic": True}}), os.path.join(work, "usr1_det"),
+                    lambda p: p.send_signal(signal.SIGUSR1))
         # SIGHUP to a rank, the job's output in a file: mpirun gives each rank a pseudo-terminal,
         # which closed nothing; the rank detached from it as from a closed terminal and lost its stop lines.
         name = "2 ranks, SIGHUP to rank 0, output to a file"

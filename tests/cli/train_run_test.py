@@ -92,6 +92,10 @@ def main():
     check([r["step"] for r in train] == list(range(1, 31)), "one train record per step")
     check(all({"loss", "lr", "grad_norm", "step_ms", "tokens_per_s", "memory_peak_bytes"} <= r.keys() for r in train),
           "train records carry loss, lr, grad_norm, timing and memory")
+    # Each step's tokens are the global batch's (8 windows of 32 tokens), and its rate is them over
+    # its step_ms.
+    check(all(r["tokens"] == 8 * 32 and abs(r["tokens_per_s"] * r["step_ms"] / 1e3 - r["tokens"]) <= 1e-6 * r["tokens"]
+              for r in train), f"tokens and tokens_per_s are the step's global batch and its rate ({train[:1]})")
     ends = [r.get("elapsed_s", -1.0) for r in train]
     check(all(b - a >= r["step_ms"] / 1e3 - 1e-9 for a, b, r in zip([0.0] + ends, ends, train)),
           "elapsed_s grows from record to record by at least the step's own step_ms (the step-to-step clock)")
@@ -328,7 +332,9 @@ def main():
     # in the warm-up), what is not finite null (the loss is finite: the gradient was poisoned).
     check(len(nonfinite) == 1 and nonfinite[0]["step"] == 4 and step3 and
           isinstance(nonfinite[0]["loss"], float) and nonfinite[0]["grad_norm"] is None and
-          nonfinite[0]["tokens"] == step3[0]["tokens"] and nonfinite[0]["lr"] > step3[0]["lr"] and
+          nonfinite[0]["tokens"] == step3[0]["tokens"] and
+          # warm-up over 5 steps: step s has lr x s / 6, so step 4 has 4/3 of step 3's
+          abs(nonfinite[0]["lr"] - step3[0]["lr"] * 4 / 3) <= 1e-6 * nonfinite[0]["lr"] and
           nonfinite[0]["action"] == "stop", f"metrics record the NaN step ({nonfinite}, step 3: {step3})")
     check(max(r["step"] for r in records(run_c) if r["type"] == "train") == 3, "no optimizer step after the NaN")
     # Stopped before any evaluation: no validation loss, not 0.0 "below the unigram entropy".
@@ -865,6 +871,9 @@ def main():
     run(binary, common)
     step2 = os.path.join(run_w, "checkpoints", "step_00000002")
     halves = run(binary, common + ["--set", "train.micro_batch=4", "--set", "train.grad_accum=2", "--resume", step2])
+    tokens = [(r["step"], r["tokens"]) for r in records(run_w) if r["type"] == "train"]
+    check(tokens == [(s, 8 * 32) for s in range(1, 5)],
+          f"a step of 2 micro-batches of 4 windows counts the global batch's tokens, as one of 8 ({tokens})")
     changes = [r for r in records(run_w) if r["type"] == "config_change"]
     window_note = "the evaluation's windows (train.eval_batches x train.micro_batch): 4 x 8 = 32 -> 4 x 4 = 16"
     check(halves.returncode == 0 and window_note in halves.stdout and "not comparable" in halves.stdout and changes

@@ -1,6 +1,7 @@
 // What a resume reads of the config: the keys whose change is a change of trajectory, as the LR
 // schedule reads them (engine/app/trainer/resume.h), and where a resumed or finished run takes its
 // model keys when train.init_from's folder is gone (run_config.h's SavedModelKeys).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/app/config/run_config.h"
@@ -63,6 +65,35 @@ TEST(ResumeTrajectory, KeysCountWhereTheScheduleReadsThem) {
       changes({{"decay", "cosine"}, {"min_lr", 1e-4}}, 4, {{"decay", "constant"}}, 8);
   ASSERT_EQ(to_constant.size(), 1u);
   EXPECT_TRUE(to_constant[0].starts_with("optim.decay: \"cosine\" -> \"constant\"")) << to_constant[0];
+}
+
+// Each key the trajectory follows, changed alone at a resume, is named (a key left off the list
+// let a resume with another value continue in silence).
+TEST(ResumeTrajectory, EachTrajectoryKeyChangedAloneIsNamed) {
+  const std::vector<std::tuple<const char*, const char*, nlohmann::json>> keys = {
+      {"train", "seed", 7},         {"train", "seq_len", 8},     {"model", "dropout", 0.1},
+      {"optim", "lr", 2e-3},        {"optim", "min_lr", 1e-5},   {"optim", "warmup_steps", 2},
+      {"optim", "decay", "linear"}, {"optim", "decay_steps", 3}, {"optim", "beta1", 0.8},
+      {"optim", "beta2", 0.99},     {"optim", "eps", 1e-6},      {"optim", "weight_decay", 0.01},
+      {"optim", "grad_clip", 0.5}};
+  const RunConfig saved = parse_run_config(base(), "test.json");
+  for (const auto& [section, key, value] : keys) {
+    nlohmann::json doc = base();
+    doc[section][key] = value;
+    const std::vector<std::string> said =
+        trajectory_changes(saved.to_json(), 1, /*saved_step=*/2, parse_run_config(doc, "test.json"));
+    const std::string name = fmt::format("{}.{}: ", section, key);
+    EXPECT_TRUE(std::any_of(said.begin(), said.end(), [&](const std::string& s) { return s.starts_with(name); }))
+        << name << " changed to " << value.dump() << ": " << ::testing::PrintToString(said);
+  }
+  nlohmann::json wsd = base();
+  wsd["optim"] = {{"decay", "wsd"}};
+  nlohmann::json cooler = wsd;
+  cooler["optim"]["cooldown_fraction"] = 0.5;
+  const std::vector<std::string> said =
+      trajectory_changes(parse_run_config(wsd, "test.json").to_json(), 1, 2, parse_run_config(cooler, "test.json"));
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_TRUE(said[0].starts_with("optim.cooldown_fraction: ")) << said[0];
 }
 
 // The default floor is the single-precision lr / 10 (1e-3 gives 0.000100000005): stating 1e-4 is

@@ -18,6 +18,24 @@ CheckpointPolicy policy(const char* text) {
   return p;
 }
 
+// every:K recomputes layers 0, K, 2K, ... (the config's documented choice: a K past the model's
+// layers still checkpoints layer 0), which the bits and the measured-equals-predicted peak would
+// not show: any choice of layers gives the same gradients, and the prediction asks the same policy.
+TEST(CheckpointPolicy, EveryKCheckpointsTheLayersFromTheFirst) {
+  const CheckpointPolicy every3 = policy("every:3");
+  for (int layer = 0; layer < 10; ++layer) EXPECT_EQ(every3.is_checkpointed(layer), layer % 3 == 0) << layer;
+  EXPECT_TRUE(policy("every:100").is_checkpointed(0));
+  EXPECT_TRUE(policy("all").is_checkpointed(5));
+  EXPECT_FALSE(policy("none").is_checkpointed(0));
+  EXPECT_FALSE(policy("selective").is_checkpointed(0));
+  // 4 layers of 10 bytes over 100 resident, a head of 50: every:2 keeps layers 1 and 3 through the
+  // forward (100 + 20 + 50 = 170 at its end); its backward then holds one recomputed layer beside
+  // those still kept (layer 2 recomputed beside layer 1: 100 + 20).
+  EXPECT_EQ(checkpointed_peak_bytes(policy("every:2"), 4, 100, 10, 50), 170);
+  EXPECT_EQ(checkpointed_peak_bytes(policy("none"), 4, 100, 10, 50), 190);
+  EXPECT_EQ(checkpointed_peak_bytes(policy("all"), 4, 100, 10, 50), 150);
+}
+
 // (parameter dtype, activation dtype)
 class CheckpointingEquivalence : public ::testing::TestWithParam<std::pair<DType, DType>> {};
 

@@ -58,8 +58,10 @@ def main():
     budget = needs[len(needs) // 3] if needs else 0  # a third of the choices fit
     p = plan(budget, "--json")
     kept = json.loads(p.stdout)["fitting"] if p.returncode == 0 else []
-    check(kept and all(c["required_bytes"] <= budget for c in kept) and len(kept) < len(needs),
-          f"at {budget} bytes: {len(kept)} of {len(needs)} choices kept, each within the budget")
+    check(kept and all(c["required_bytes"] <= budget for c in kept) and len(kept) < len(needs) and
+          len(kept) == sum(1 for n in needs if n <= budget),
+          f"at {budget} bytes: {len(kept)} of {len(needs)} choices kept, each within the budget, every one within it "
+          f"(the budget is one choice's need exactly, as train takes it)")
     text = plan(budget)
     best_line = [line for line in text.stdout.splitlines() if line.startswith("best: mpirun -np 2 ")]
     words = shlex.split(best_line[0])[4:6] if best_line else []
@@ -106,8 +108,11 @@ def main():
     if check(need[1] < need[0] and need[1] < need[2] < need[3],
              f"test setup: stage 0 needs more than stage 1, stage 2 more than stage 1, stage 3 more still ({need})"):
         # ... and at stage 0, where every higher stage needs less but none fits: "raise zero.stage".
+        # Stage 3 at an offer stage 2 fits: the least stage that fits, not the highest.
+        least = min(s for s in range(3) if need[s] <= need[2])
         for stage, offer, said, unsaid in ((2, (need[1] + need[2]) // 2, "set zero.stage = 1 (it needs",
                                             "raise zero.stage"),
+                                           (3, need[2], f"set zero.stage = {least} (it needs", "set zero.stage = 2"),
                                            (2, need[1] - 1, "add ranks", "zero.stage"),
                                            (0, need[1] - 1, "raise zero.stage", "set zero.stage")):
             budget = offer

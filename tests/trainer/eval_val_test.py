@@ -221,6 +221,15 @@ def main():
         check(tokens.returncode == 0 and
               re.search(r"over 2 windows of \d+ tokens: \d+ of its \d+ tokens scored \(\d+ windows fit", tokens.stdout),
               f"--tokens says how much of the file it scored ({tokens.stdout.strip()}; {tokens.stderr.strip()[-200:]})")
+        # More windows than the file holds: as many as fit, no window read twice (the windows that
+        # fit are counted as sequential ones, which --tokens reads).
+        fit = re.search(r"\((\d+) windows fit", tokens.stdout)
+        many = run([binary, "eval", "--run", moved, "--tokens", val, "--windows", "100000"])
+        at_fit = run([binary, "eval", "--run", moved, "--tokens", val, "--windows", fit.group(1) if fit else "1"])
+        check(fit and many.returncode == 0 and f"over {fit.group(1)} windows of " in many.stdout and
+              many.stdout == at_fit.stdout,
+              f"--windows past the file's is cut to the windows that fit ({many.stdout.strip()}; "
+              f"{at_fit.stdout.strip()})")
         both = run([binary, "eval", "--run", moved, "--val", "--batch-tokens", "64"])
         check(both.returncode == 2 and "--batch-tokens is read only with --tokens or --choices" in both.stderr,
               f"--batch-tokens with --val alone: refused, as its other --tokens flags are ({both.stderr.strip()})")

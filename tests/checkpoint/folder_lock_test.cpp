@@ -152,5 +152,31 @@ TEST_F(HeldFolderLock, APidReusedOrADeadTakerHoldsNothing) {
   EXPECT_NE(taken.note().find("gone"), std::string::npos) << taken.note();
 }
 
+// A lock this code did not write (fields of other types, a pid past pid_t's range or none), fresh:
+// nobody's, taken over as an unreadable one is (the JSON library's type error ended the run, and a
+// pid of 1e300 converted to pid_t was undefined behaviour). Found by fuzzing.
+TEST_F(HeldFolderLock, ALockOfOtherFieldTypesIsNobodysAndTakenOver) {
+  std::string host(256, '\0');
+  gethostname(host.data(), host.size());
+  host.resize(std::strlen(host.c_str()));
+  const std::string texts[] = {R"({"host": 1})",
+                               fmt::format(R"({{"host": "{}", "pid": "1"}})", host),
+                               R"({"host": [1], "pid": 12})",
+                               R"({"folder": "1:2", "host": 7, "pid": 12})",
+                               fmt::format(R"({{"host": "{}", "pid": 1e300}})", host),
+                               R"({"host": "elsewhere", "pid": 18446744073709551615})",
+                               R"({"host": "elsewhere", "pid": 12, "started": {"at": 1}})"};
+  int n = 0;
+  for (const std::string& text : texts) {
+    SCOPED_TRACE(text);
+    const std::string folder = fmt::format("{}/odd{}", folder_, n++);
+    fs::create_directories(folder);
+    std::ofstream(folder + "/RUN_LOCK") << text << "\n";
+    EXPECT_EQ(live_holder(folder + "/RUN_LOCK"), "");
+    const FolderLock lock(folder, folder, LockedFolder::kRunDirectory);
+    EXPECT_NE(lock.note().find("the lock file's fields are not this program's"), std::string::npos) << lock.note();
+  }
+}
+
 }  // namespace
 }  // namespace zt::ckpt

@@ -36,7 +36,8 @@ ProcessIdentity own_identity();
 // gone if it no longer runs, is a zombie, or is another process (its start ticks differ: the pid
 // reused); a live holder keeps the lock (stopped by SIGSTOP or a scheduler's suspend, it continues
 // later and would write beside a taker). Anywhere else, and for a lock without the identity, the
-// stale heartbeat alone says gone. A dead pid on this host is gone at once.
+// stale heartbeat alone says gone. A dead pid on this host is gone at once, and so is a lock this
+// code did not write (not JSON, no pid, fields of other types): it holds nothing.
 bool holder_gone(const nlohmann::json& holder, double age, const std::string& my_host);
 
 // Why a live holder's heartbeat stopped, for the refusal: "" while it beats.

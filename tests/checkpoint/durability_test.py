@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """What a power loss leaves, read off the system calls (strace): every file zerotrain moves into
 place by a rename was synced (fsync of a descriptor opened on its staging name) before that
-rename, its folder synced after it (else the new name itself can be lost), and the run's metrics.jsonl was synced before each checkpoint folder's commit (the rename
-of .tmp-step_N). A file renamed unsynced can be empty after a power loss under the name its
-folder's other files agree with (a run's vocab.json beside a good checkpoint; a prepared dataset's).
+rename, its folder synced after it (else the new name itself can be lost), and the run's
+metrics.jsonl was synced before each checkpoint folder's commit (the rename of .tmp-step_N). A
+file renamed unsynced can be empty after a power loss under the name its folder's other files
+agree with (a run's vocab.json beside a good checkpoint; a prepared dataset's).
 
 Covers `prepare`, `train` (config.json, vocab.json, the checkpoints, latest, final.safetensors)
 and `ckpt export --format hf`.
@@ -142,8 +143,8 @@ def main():
                if call.startswith("rename") and result == 0}
     staged = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
     checks.check(p.returncode == 0 and os.path.exists(os.path.join(out, "tokenizer.json")) and not bad and
-                 staged <= renamed, f"an HF export syncs every file it stages, and the folder after (renamed: {sorted(renamed)}; "
-                                    f"unsynced: {bad}; {p.stderr.strip()[-200:]})")
+                 staged <= renamed, f"an HF export syncs every file it stages, and the folder after (renamed: "
+                                    f"{sorted(renamed)}; unsynced: {bad}; {p.stderr.strip()[-200:]})")
     return checks.finish()
 
 

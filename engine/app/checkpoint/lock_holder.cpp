@@ -130,7 +130,7 @@ bool holder_gone(const nlohmann::json& holder, double age, const std::string& my
       !holder.contains("boot_id") || (!mine.boot_id.empty() && text_field(holder, "boot_id") == mine.boot_id &&
                                       text_field(holder, "pid_namespace") == mine.pid_namespace);
   const pid_t pid = pid_field(holder);
-  if (same_space && (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH))) return true;
+  if (same_space && kill(pid, 0) != 0 && errno == ESRCH) return true;  // pid > 0: fields_as_written
   const std::vector<std::string> fields = same_space ? process_stat(pid) : std::vector<std::string>{};
   if (!fields.empty() && fields[0] == "Z") return true;  // killed, not yet reaped: still answers kill(pid, 0)
   // The pid now another process's (its start ticks differ): the holder is gone, however fresh its

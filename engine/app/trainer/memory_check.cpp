@@ -65,6 +65,26 @@ std::int64_t cgroup_headroom_bytes() {
 
 }  // namespace
 
+int ranks_sharing_gpu(int node_ranks, int gpus, int device_index) {
+  gpus = std::max(1, gpus);
+  return std::max(1, node_ranks / gpus + (device_index < node_ranks % gpus ? 1 : 0));
+}
+
+MemoryOffer host_memory_offer(std::int64_t mem_available, std::int64_t cgroup_headroom, int node_ranks) {
+  std::int64_t bytes = mem_available;
+  if (cgroup_headroom != kUnknown && (bytes == kUnknown || cgroup_headroom < bytes)) bytes = cgroup_headroom;
+  node_ranks = std::max(1, node_ranks);
+  if (bytes != kUnknown) bytes /= node_ranks;
+  MemoryOffer offer;
+  offer.bytes = bytes;
+  offer.what = fmt::format(
+      "host memory available {}(MemAvailable {}{})",
+      node_ranks > 1 ? fmt::format("to each of this node's {} ranks ", node_ranks) : "",
+      mem_available == kUnknown ? "unknown" : format_bytes(mem_available),
+      cgroup_headroom == kUnknown ? "" : fmt::format(", cgroup headroom {}", format_bytes(cgroup_headroom)));
+  return offer;
+}
+
 MemoryOffer memory_offered(const RunConfig& c, int device_index) {
   MemoryOffer offer;
   if (const char* test = std::getenv("ZT_TEST_AVAILABLE_BYTES")) {
@@ -77,9 +97,9 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
     // round robin (cuda_device_for_local_rank), and each of a GPU's ranks is offered its share.
     // NCCL runs one rank a GPU (a rank may see only its own through CUDA_VISIBLE_DEVICES, and the
     // launcher need not say how many ranks a node runs), so there a rank is offered all of it.
-    const int ranks = ranks_on_this_node(c.world_size), gpus = std::max(1, cuda_device_count());
-    const int sharing =
-        c.comm_backend != CommBackend::kMpi ? 1 : std::max(1, ranks / gpus + (device_index < ranks % gpus ? 1 : 0));
+    const int sharing = c.comm_backend != CommBackend::kMpi
+                            ? 1
+                            : ranks_sharing_gpu(ranks_on_this_node(c.world_size), cuda_device_count(), device_index);
     offer.bytes = cuda_device_free_bytes(device_index);
     if (offer.bytes > 0 && sharing > 1) offer.bytes /= sharing;
     offer.what = sharing > 1 ? fmt::format("each of the {} ranks sharing cuda:{} (its free memory over them)", sharing,
@@ -87,17 +107,7 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
                              : fmt::format("the free memory of cuda:{}", device_index);
     return offer;
   }
-  const std::int64_t available = mem_available_bytes(), headroom = cgroup_headroom_bytes();
-  std::int64_t bytes = available;
-  if (headroom != kUnknown && (bytes == kUnknown || headroom < bytes)) bytes = headroom;
-  const int ranks = ranks_on_this_node(c.world_size);
-  if (bytes != kUnknown) bytes /= ranks;
-  offer.bytes = bytes;
-  offer.what = fmt::format("host memory available {}(MemAvailable {}{})",
-                           ranks > 1 ? fmt::format("to each of this node's {} ranks ", ranks) : "",
-                           available == kUnknown ? "unknown" : format_bytes(available),
-                           headroom == kUnknown ? "" : fmt::format(", cgroup headroom {}", format_bytes(headroom)));
-  return offer;
+  return host_memory_offer(mem_available_bytes(), cgroup_headroom_bytes(), ranks_on_this_node(c.world_size));
 }
 
 RequiredMemory::Phase RequiredMemory::phase(std::optional<Phase> leaving_out) const {

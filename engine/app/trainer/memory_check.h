@@ -23,6 +23,13 @@ struct MemoryOffer {
 // replaces the measurement (tests; docs/config.md "Testing hooks").
 MemoryOffer memory_offered(const RunConfig& config, int device_index);
 
+// memory_offered's arithmetic, apart from what it reads (-1: unknown). The host: the smaller of
+// MemAvailable and the cgroup's headroom, over the node's ranks.
+MemoryOffer host_memory_offer(std::int64_t mem_available, std::int64_t cgroup_headroom, int node_ranks);
+// How many of a node's ranks take GPU `device_index` when they take the GPUs round robin
+// (cuda_device_for_local_rank): comm.backend = "mpi" on CUDA offers each its share.
+int ranks_sharing_gpu(int node_ranks, int gpus, int device_index);
+
 // Throws InputError when train.check_memory is on and the predicted peak (the sum of the
 // categories' peaks) exceeds the offer, listing the prediction by category beside the offer and
 // what to change.

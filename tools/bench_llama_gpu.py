@@ -82,6 +82,25 @@ def free_gpu_bytes():
     return int(float(p.stdout.strip().splitlines()[0])) << 20 if p.returncode == 0 and p.stdout.strip() else 0
 
 
+def ratios_of(rows):
+    """zerotrain's tokens/s over FSDP2's, beside its same-round ratios, and whether the rounds both
+    rows measured are enough to judge the target."""
+    ok = {r["name"]: r for r in rows if "tokens_per_s" in r}
+    ratios = {}
+    if "zerotrain-llama-s3" in ok and "fsdp2" in ok:
+        zt_row, fsdp_row = ok["zerotrain-llama-s3"], ok["fsdp2"]
+        ratios["zerotrain_over_fsdp2_tokens_per_s"] = zt_row["tokens_per_s"] / fsdp_row["tokens_per_s"]
+        paired = bench_harness.same_round_ratio(zt_row, fsdp_row)
+        if paired:
+            ratios["zerotrain_over_fsdp2_same_round"] = paired
+        # One round is one pair of blocks, its order fixed: not a comparison the target is judged on.
+        rounds = min(zt_row.get("rounds_measured", 0), fsdp_row.get("rounds_measured", 0))
+        ratios["valid_for_targets"] = rounds >= MIN_ROUNDS
+        if rounds < MIN_ROUNDS:
+            ratios["not_valid_because"] = [f"{rounds} round(s) of both rows, fewer than {MIN_ROUNDS}"]
+    return ratios
+
+
 def main(argv=None):
     ap = OneLineParser("bench_llama_gpu", description=__doc__.split("\n\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
@@ -147,19 +166,7 @@ def main(argv=None):
     rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]
 
     def save(complete=False):
-        ok = {r["name"]: r for r in rows if "tokens_per_s" in r}
-        ratios = {}
-        if "zerotrain-llama-s3" in ok and "fsdp2" in ok:
-            zt_row, fsdp_row = ok["zerotrain-llama-s3"], ok["fsdp2"]
-            ratios["zerotrain_over_fsdp2_tokens_per_s"] = zt_row["tokens_per_s"] / fsdp_row["tokens_per_s"]
-            paired = bench_harness.same_round_ratio(zt_row, fsdp_row)
-            if paired:
-                ratios["zerotrain_over_fsdp2_same_round"] = paired
-            # One round is one pair of blocks, its order fixed: not a comparison the target is judged on.
-            rounds = min(zt_row.get("rounds_measured", 0), fsdp_row.get("rounds_measured", 0))
-            ratios["valid_for_targets"] = rounds >= MIN_ROUNDS
-            if rounds < MIN_ROUNDS:
-                ratios["not_valid_because"] = [f"{rounds} round(s) of both rows, fewer than {MIN_ROUNDS}"]
+        ratios = ratios_of(rows)
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         with open(out + ".tmp", "w") as f:
             json.dump({**meta, "complete": complete, "rows": rows, "ratios": ratios,

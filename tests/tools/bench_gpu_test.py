@@ -360,6 +360,8 @@ def check_llama_plumbing(checks, zerotrain, work):
     checks.check(report["commit"] == binary_commit(zerotrain),
                  f"the Llama result names the commit the binary was built from ({report['commit']})")
     checks.check(report["batch"] == 16, f"with room for all, the largest micro-batch is chosen ({report['batch']})")
+    checks.check(report["flops_per_token"] == 6 * report["params"] + 6 * 1 * 64 * 32,
+                 f"the Llama's flops per token are 6 N + 6 L C T of the shape run ({report['flops_per_token']})")
     ratios = report["ratios"]
     checks.check(all(len(r["rounds"]) == 2 and "tokens_per_s" in r for r in report["rows"]) and
                  "zerotrain_over_fsdp2_tokens_per_s" in ratios and

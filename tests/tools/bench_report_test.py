@@ -18,6 +18,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.dirname(HERE))
 import bench_gpu  # noqa: E402
 import bench_harness  # noqa: E402
+import bench_llama_gpu  # noqa: E402
+import bench_multi_gpu  # noqa: E402
 from check_report import Checks  # noqa: E402
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -181,9 +183,46 @@ def check_variant_and_stage_ratios(checks):
                  f"stage 0 over each variant, stages 1 and 2 over stage 0 ({got})")
 
 
+def measured_row(name, block_medians):
+    """A row as bench_harness.summarise leaves it, from its blocks' medians (None: a failed block)."""
+    medians = [m for m in block_medians if m is not None]
+    ms = statistics.median(medians)
+    return {"name": name, "tokens_per_s": 1e3 / ms, "rounds_measured": len(medians), "mfu": 0.4,
+            "rounds": [{"round": i, **({"median_ms": m} if m is not None else {"error": "failed"})}
+                       for i, m in enumerate(block_medians)]}
+
+
+def check_llama_and_multi_gpu_ratios(checks):
+    """The Llama benchmark's ratio over FSDP2 (judged on the rounds both rows measured) and the
+    several-GPU benchmark's scaling efficiency with its same-round spread."""
+    zt, fsdp = measured_row("zerotrain-llama-s3", [500.0, 520.0, 480.0]), measured_row("fsdp2", [550.0, None, 560.0])
+    ratios = bench_llama_gpu.ratios_of([zt, fsdp])
+    checks.check(close(ratios["zerotrain_over_fsdp2_tokens_per_s"], 555.0 / 500.0) and
+                 ratios["zerotrain_over_fsdp2_same_round"]["rounds"] == 2 and ratios["valid_for_targets"] is False and
+                 ratios["not_valid_because"] == ["2 round(s) of both rows, fewer than 3"],
+                 f"Llama: zerotrain over FSDP2, not judged while FSDP2 measured 2 rounds of 3 ({ratios})")
+    fsdp_whole = measured_row("fsdp2", [550.0, 600.0, 560.0])
+    checks.check(bench_llama_gpu.ratios_of([zt, fsdp_whole])["valid_for_targets"] is True,
+                 "Llama: judged once both rows measured 3 rounds")
+
+    blocks = {"zerotrain-s0-n2": [100.0, 110.0, 95.0], "zerotrain-s0-n1": [90.0, 88.0, 99.0],
+              "fsdp2-n2": [120.0, 115.0, 100.0]}
+    rows = [measured_row(name, b) for name, b in blocks.items()]
+    ratios = bench_multi_gpu.ratios_of(rows, 2)
+    want = expected_same_round(*[[[m] for m in blocks[n]] for n in ("zerotrain-s0-n2", "zerotrain-s0-n1")])
+    got = ratios.get("stage0_scaling_efficiency_same_round", {})
+    checks.check(close(ratios["stage0_scaling_efficiency"], 1e3 / 100.0 / (1e3 / 90.0)) and
+                 got.get("rounds") == 3 and all(close(got.get(k), want[k]) for k in ("median", "min", "max")),
+                 f"several GPUs: stage 0's scaling efficiency, N GPUs' tokens/s over one's, round by round "
+                 f"({ratios['stage0_scaling_efficiency']:.4f}, {got}; want {want})")
+    checks.check(close(ratios["stage0_over_fsdp2_tokens_per_s"], 115.0 / 100.0) and
+                 "stage1_over_fsdp2_tokens_per_s" not in ratios, "several GPUs: stage 0 over FSDP2, no row no ratio")
+
+
 def main():
     checks = Checks()
     check_variant_and_stage_ratios(checks)
+    check_llama_and_multi_gpu_ratios(checks)
     with tempfile.TemporaryDirectory() as work:
         check_report_arithmetic(checks, work)
         check_autotune_beside_work(checks, work)

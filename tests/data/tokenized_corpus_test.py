@@ -412,21 +412,32 @@ def main():
         checks.check(p.returncode == 2 and len(lines) == 1 and named in lines[0],
                      f"prepare_tokens {' '.join(flags)}: refused in one line ({lines})")
     # A tokenizer whose ids skip numbers (here all above 65,535, with 512 entries): uint32 shards
-    # holding the ids themselves.
-    spec = json.loads(tok.to_str())
-    spec["model"]["vocab"] = {t: i + 70000 for t, i in spec["model"]["vocab"].items()}
-    for added in spec["added_tokens"]:
-        added["id"] += 70000
-    sparse = os.path.join(work, "sparse_tokenizer.json")
-    with open(sparse, "w", encoding="utf-8") as f:
-        json.dump(spec, f)
-    p = prepare(os.path.join(work, "sparse"), sparse, corpus[:3000])
-    with open(os.path.join(work, "sparse", "data_val_000000.bin"), "rb") as f:
-        header = np.frombuffer(f.read(1024), dtype=np.int32)
-        ids = np.frombuffer(f.read(), dtype=np.uint32 if header[0] == 20240801 else np.uint16)
-    checks.check(p.returncode == 0 and header[0] == 20240801 and ids[0] == 70000 + tok.token_to_id("<|endoftext|>")
-                 and ids.min() >= 70000, f"ids above 65,535 in a 512-entry tokenizer: uint32 shards of the ids "
-                                         f"(magic {header[0]}, first ids {ids[:3].tolist()})")
+    # holding the ids themselves (Llama 3's header: magic 20240801, version 7). The width follows the
+    # largest id: 65,535 still fits uint16 (llm.c's GPT-2 header, magic 20240520, version 1), 65,536
+    # does not.
+    def shifted(offset):
+        spec = json.loads(tok.to_str())
+        spec["model"]["vocab"] = {t: i + offset for t, i in spec["model"]["vocab"].items()}
+        for added in spec["added_tokens"]:
+            added["id"] += offset
+        path = os.path.join(work, f"shifted_{offset}_tokenizer.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(spec, f)
+        return path
+
+    largest = max(tok.get_vocab(with_added_tokens=True).values())
+    eot_id = tok.token_to_id("<|endoftext|>")
+    for offset, header_words in ((70000, (20240801, 7)), (65536 - largest, (20240801, 7)),
+                                 (65535 - largest, (20240520, 1))):
+        out = os.path.join(work, f"shifted_{offset}")
+        p = prepare(out, shifted(offset), corpus[:3000])
+        with open(os.path.join(out, "data_val_000000.bin"), "rb") as f:
+            header = np.frombuffer(f.read(1024), dtype=np.int32)
+            ids = np.frombuffer(f.read(), dtype=np.uint32 if header[0] == 20240801 else np.uint16)
+        checks.check(p.returncode == 0 and tuple(header[:2]) == header_words and ids[0] == offset + eot_id and
+                     ids.min() >= offset,
+                     f"ids {offset} to {offset + largest}: shards with header {header_words} holding the ids "
+                     f"(header {header[:2].tolist()}, first ids {ids[:3].tolist()}; {p.stderr.strip()[-200:]})")
     return checks.finish()
 
 

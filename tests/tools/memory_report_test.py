@@ -12,7 +12,9 @@ replaces exactly the text between its begin and end lines (the rest of the file 
 first), and that a README without those lines or a bad --ranks is a one-line error with nothing
 written. Bad input exits 2 in one line before any run: --ranks 0 or abc, a --config that does not
 exist and a --set zerotrain refuses (they exited 1, the last two after launching a training run,
-with its stderr dumped); --help gives every flag a meaning and its default.
+with its stderr dumped); --help gives every flag a meaning and its default. And, from results made
+up here, that a category measured over or under its prediction shows in the row's gap and the
+README's "as predicted" column.
 """
 import argparse
 import json
@@ -91,12 +93,41 @@ def check_bad_input(checks, zerotrain, work):
                  f"--help gives each flag a meaning and its default ({helps})")
 
 
+def check_departures_are_reported(checks, zerotrain):
+    """The tables from runs that departed from the prediction (the real runs never do): a category
+    measured over its prediction and one under it each make the row's gap (an absolute one) and the
+    README's "every category as predicted" a no."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import memory_report
+    mib = 2**20
+    results = {}
+    for stage in range(4):
+        predicted = {c: (i + 1) * 4 * mib for i, c in enumerate(memory_report.CATEGORIES)}
+        measured = dict(predicted)
+        if stage == 2:
+            measured["activations"] += 2 * mib  # over: 10% of its 20 MiB
+        if stage == 3:
+            measured["parameters"] -= 2 * mib  # under: half of its 4 MiB
+        results[(2, stage)] = {"predicted_bytes": predicted, "measured_peak_bytes": [measured, measured],
+                               "memory_total_peak_bytes": sum(predicted.values())}
+    args = argparse.Namespace(config="tiny.json", dtype="f32", sets=[], command="memory_report", zerotrain=zerotrain,
+                              name="t", out_dir="results", readme="README.md")
+    gaps = [row.split("|")[-2].strip() for row in memory_report.full_table(args, results) if row.startswith("| 2 |")]
+    checks.check(gaps == ["0.00%", "0.00%", "10.00%", "50.00%"],
+                 f"each row's largest relative gap, over or under the prediction ({gaps})")
+    said = [row.split("|")[-2].strip() for row in memory_report.readme_section(args, results, "t.png")
+            if row[:4] in ("| 0 ", "| 1 ", "| 2 ", "| 3 ")]
+    checks.check(said == ["yes, to the byte"] * 2 + ["no (see t.md)"] * 2,
+                 f"the README says which stages were not measured as predicted, over or under ({said})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zerotrain", required=True)
     ap.add_argument("--mpi-built", action="store_true", help="the build has MPI: 2 ranks must run")
     args = ap.parse_args()
     checks = Checks()
+    check_departures_are_reported(checks, args.zerotrain)
     ranks = "2" if mpi_works(args.zerotrain) else "1"
     if args.mpi_built:
         checks.check(ranks == "2", "2 ranks run under mpirun (the build has MPI)")

@@ -3,7 +3,8 @@
 ratio new over baseline, the rows above the threshold flagged (and only those), rows in one file
 listed as such, the new run's variants (a stem and its tagged twins) each over the fastest, the
 JSON written; a file of another device, a missing file, a non-JSON file and a
-file without a 'kernels' list each exit 2 with one line naming the file."""
+file without a 'kernels' list and a row of 0 ms each exit 2 with one line naming the file; a row
+exactly at --slower is not flagged."""
 import json
 import os
 import subprocess
@@ -65,16 +66,23 @@ def main():
         c.check(abs(delta["rows"][0]["new_over_baseline"] - 0.450 / 0.922) < 1e-12, "the JSON's ratio")
         r = run(base, new, "--slower", "1.2")
         c.check("none slower" in r.stdout, "a higher threshold flags nothing")
+        at = os.path.join(d, "at.json")
+        result(at, "NVIDIA H200", "d" * 40, {"ce bf16": 0.922 * 1.25})  # 1.25: exact in binary
+        r = run(base, at, "--slower", "1.25")
+        c.check(r.returncode == 0 and "none slower" in r.stdout, "a row at the threshold itself is not above it")
         bad_json = os.path.join(d, "bad.json")
         with open(bad_json, "w") as f:
             f.write("{not json")
         no_rows = os.path.join(d, "norows.json")
         with open(no_rows, "w") as f:
             json.dump({"device": "NVIDIA H200"}, f)
+        zero = os.path.join(d, "zero.json")
+        result(zero, "NVIDIA H200", "e" * 40, {"ce bf16": 0.0})  # a ratio over it would divide by zero
         for args, what, name in (((base, other), "another device", "other.json"),
                                  ((base, os.path.join(d, "missing.json")), "a missing file", "missing.json"),
                                  ((bad_json, new), "a file that is not JSON", "bad.json"),
-                                 ((base, no_rows), "a file without kernels", "norows.json")):
+                                 ((base, no_rows), "a file without kernels", "norows.json"),
+                                 ((zero, new), "a row of 0 ms", "zero.json")):
             r = run(*args)
             err = r.stderr.strip().splitlines()
             c.check(r.returncode == 2 and len(err) == 1 and name in err[0] and "Traceback" not in r.stderr,

@@ -183,6 +183,20 @@ def test_verdicts_under_load(tmp):
           and "FAIL" not in verdicts, f"table:\n{proc.stdout}")
 
 
+def test_load_and_peak_rules(tmp):
+    """The rules the verdicts follow, at their edges: the hypervisor's steal alone (0.5 of a core) is
+    load as other processes are; an idle machine's few hundredths are not; a side at 150% of the
+    sgemm peak is past it (the peak was measured under load) and one at 100% is not."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    import bench_cpu_report as report
+    check(report.under_load({"other_processes_cores": 0.0, "steal_cores": 0.5}), "steal alone is load")
+    check(report.under_load({"other_processes_cores": 0.5, "steal_cores": 0.0}), "other processes are load")
+    check(not report.under_load({"other_processes_cores": 0.05, "steal_cores": 0.02}), "an idle machine is not")
+    sides = {"zerotrain": {"fraction_of_sgemm_peak": 1.5}, "pytorch": {"fraction_of_sgemm_peak": 1.0},
+             "pytorch_zt_blas": {"fraction_of_sgemm_peak": 0.4}}
+    check(report.over_peak(sides) == {"zerotrain": 1.5}, f"past the peak: {report.over_peak(sides)}")
+
+
 def test_llama_with_fakes(tmp):
     """A Llama: its widths written out for both sides, its N by its own formula, PyTorch's model the
     same (bench_cpu.py refuses a PyTorch side whose parameter count is not zerotrain's)."""
@@ -297,6 +311,7 @@ def main():
     args = parser.parse_args()
     tests = [("arithmetic_with_fakes", test_arithmetic_with_fakes, ()), ("llama_with_fakes", test_llama_with_fakes, ()),
              ("peak_under_load", test_peak_under_load, ()), ("verdicts_under_load", test_verdicts_under_load, ()),
+             ("load_and_peak_rules", test_load_and_peak_rules, ()),
              ("failures", test_failures, ()), ("help", test_help, ())]
     if args.zerotrain and args.sgemm:
         tests.append(("real_binaries", test_real_binaries, (args.zerotrain, args.sgemm)))

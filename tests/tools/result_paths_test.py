@@ -243,6 +243,11 @@ def main():
         passed = False
     check(passed and sorted(os.listdir(links)) == ["out.json"], f"a dangling link as --out is taken, nothing left "
                                                                f"({passed}, {sorted(os.listdir(links))})")
+    # An --out in folders not made yet: they can be, and the check removes them again (the tool
+    # makes them when it writes its result).
+    check_out_file("result_paths_test", os.path.join(links, "new", "deeper", "out.json"))
+    check(sorted(os.listdir(links)) == ["out.json"], f"the folders made to probe --out are removed again "
+                                                     f"({sorted(os.listdir(links))})")
     check_async_checkpoint_table(check, zerotrain, checks.work_folder("zt_async_bench_"))
     check_help(check)
     check_planner_table(check)

@@ -289,6 +289,18 @@ def test_llama_title(tmp):
     check(title.startswith("Llama 4L/4H/2KV/128C, 1.80M params"), f"a Llama run's title: {title!r}")
 
 
+def test_smoothing(tmp):
+    """The moving average is bias-corrected: a constant curve stays at its value from the first point
+    (uncorrected, it starts at a tenth of it and climbs); a non-finite loss is skipped, not averaged in."""
+    sys.path.insert(0, str(TOOL.parent))
+    import plot_run  # noqa: E402
+    flat = plot_run.smooth([4.0] * 5, 0.9)
+    check(all(abs(v - 4.0) < 1e-12 for v in flat), f"a constant curve smoothed stays constant: {flat}")
+    steps = plot_run.smooth([2.0, float("nan"), 4.0], 0.5)
+    check(steps[0] == 2.0 and steps[1] == 2.0 and abs(steps[2] - (0.25 * 2.0 + 0.5 * 4.0) / 0.75) < 1e-12,
+          f"a NaN skipped, the next point weighed with the bias correction: {steps}")
+
+
 def main():
     failed = 0
     for name, fn in [("matplotlib_present", test_matplotlib_present), ("plots_synthetic_run", test_plots_synthetic_run),
@@ -296,7 +308,7 @@ def main():
                      ("context_free_line", test_context_free_line), ("zero_step_run", test_zero_step_run),
                      ("torn_last_record_and_formats", test_torn_last_record_and_formats),
                      ("live_log", test_live_log), ("errors", test_errors),
-                     ("llama_title", test_llama_title), ("help", test_help)]:
+                     ("llama_title", test_llama_title), ("smoothing", test_smoothing), ("help", test_help)]:
         with tempfile.TemporaryDirectory(prefix="plot_run_test_") as tmp:
             try:
                 fn(Path(tmp))

@@ -219,8 +219,21 @@ def check_llama_and_multi_gpu_ratios(checks):
                  "stage1_over_fsdp2_tokens_per_s" not in ratios, "several GPUs: stage 0 over FSDP2, no row no ratio")
 
 
+def check_gpu_samples_summary(checks):
+    """A block's GPU summary from nvidia-smi's samples (clock, power, temperature, throttle mask,
+    utilization): medians that are medians, peaks, every mask seen; a line of another shape skipped."""
+    import gpu_state
+    lines = ["1500, 300.0, 50, 0x0, 10", "1980, 650.5, 61, 0x4, 90", "1755, 400.0, 58, 0x0, 95", "garbage",
+             "1800, n/a, 60, 0x0, 97"]
+    s = gpu_state.summarise_samples(lines)
+    checks.check(s == {"samples": 3, "sm_clock_min": 1500.0, "sm_clock_median": 1755.0, "sm_clock_max": 1980.0,
+                       "power_max": 650.5, "temperature_max": 61.0, "utilization_median": 90.0,
+                       "throttle_reasons_seen": ["0x0", "0x4"]}, f"the block's GPU summary ({s})")
+
+
 def main():
     checks = Checks()
+    check_gpu_samples_summary(checks)
     check_variant_and_stage_ratios(checks)
     check_llama_and_multi_gpu_ratios(checks)
     with tempfile.TemporaryDirectory() as work:

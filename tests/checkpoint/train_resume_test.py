@@ -5,6 +5,7 @@
     `--resume latest` gives BITWISE the losses, gradient norms (metrics.jsonl) and final weights
     (final.safetensors tensor bytes) of the uninterrupted 8-step run -- at ZeRO stages 0-3 on 2
     ranks, each with grad_accum 1 and 2, and at stage 3 in bf16;
+  * resumed twice (stopped after 3 and 6 steps), the same bitwise;
   * periodic saves (every_steps 2, keep_last 2) leave exactly the last two checkpoints, `latest`
     on the newest, a "checkpoint" metrics record per save, and do not perturb training;
   * resume on another number of ranks and stage (RESHARD_CASES: 4->2, 2->4, 3->2, 1->4, 4->1, 2->1,
@@ -156,6 +157,25 @@ def main():
         ref_w, got_w = tensors(os.path.join(ref_dir, "final.safetensors")), tensors(os.path.join(run_dir, "final.safetensors"))
         check(ref_w.keys() == got_w.keys() and all(ref_w[k] == got_w[k] for k in ref_w),
               f"{name}: final weights bitwise equal ({len(ref_w)} tensors)")
+
+    # Resumed twice (stopped after 3 and 6 steps): the second resume starts from a checkpoint the
+    # first resumed process wrote, whose data position counts from where that process started.
+    name, np_, over = cases[0]
+    if name in references:
+        config = deep_merge(BASE, over)
+        run_dir = os.path.join(work, "resumed_twice")
+        segments = [train(np_, deep_merge(config, {"train": {"max_steps": 3}, "checkpoint": {"at_end": True}}), run_dir)]
+        segments.append(train(np_, deep_merge(config, {"train": {"max_steps": 6}, "checkpoint": {"at_end": True}}),
+                              run_dir, ["--resume", "latest"]))
+        segments.append(train(np_, config, run_dir, ["--resume", "latest"]))
+        if all(ok(p, f"{name}: segment {i + 1} of a run stopped after 3 and 6 steps exits 0")
+               for i, p in enumerate(segments)):
+            ref_w = tensors(os.path.join(references[name], "final.safetensors"))
+            got_w = tensors(os.path.join(run_dir, "final.safetensors"))
+            check(curve(train_records(run_dir)) == curve(train_records(references[name])) and
+                  ref_w.keys() == got_w.keys() and all(ref_w[k] == got_w[k] for k in ref_w),
+                  f"{name}: resumed twice, losses, grad norms, LRs and final weights bitwise equal to the "
+                  f"uninterrupted run")
 
     if "stage 3, head_chunks 2" in references:
         # Checkpoints of chunk units (saved by 2 ranks where there are ranks): sampled from,

@@ -130,6 +130,42 @@ TEST(TokenDraw, TokensTiedWithTheKthStayInAndGreedyTakesTheLowestId) {
   EXPECT_EQ(greedy[20], 100) << "the lowest id among the most likely";
 }
 
+// Top-p stops at the token whose mass before it reaches p, as transformers' TopPLogitsWarper removes
+// those with the mass at or after them at most 1 - p: four equally likely tokens (top-k 4 keeps
+// them alone, each exactly a quarter) at p = 0.5 keep two, never a third whose mass before is
+// exactly a half.
+TEST(TokenDraw, TopPStopsWhereTheMassBeforeReachesP) {
+  std::vector<float> logits(10, -3.0f);
+  for (const int v : {2, 4, 6, 8}) logits[static_cast<std::size_t>(v)] = 1.0f;
+  SamplingOptions options;
+  options.temperature = 1.0f;
+  options.top_k = 4;
+  options.top_p = 0.5f;
+  options.seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << options.seed);
+  const std::vector<int> counts = draw_counts(logits, options, 2000);
+  EXPECT_EQ(std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; }), 2);
+}
+
+// A draw follows all 64 bits of the seed: seeds 2^32 apart draw other tokens (the high half
+// dropped, --seed 1 and --seed 4294967297 drew the same sample).
+TEST(TokenDraw, EveryBitOfTheSeedCounts) {
+  const std::vector<float> logits(64, 0.0f);
+  SamplingOptions low, high;
+  for (SamplingOptions* options : {&low, &high}) {
+    options->temperature = 1.0f;
+    options->top_k = 0;
+  }
+  low.seed = 1;
+  high.seed = (std::uint64_t{1} << 32) + 1;
+  TokenDraw draw_low(low, 64), draw_high(high, 64);
+  int same = 0;
+  for (std::uint64_t position = 0; position < 64; ++position) {
+    same += draw_low(logits.data(), position) == draw_high(logits.data(), position) ? 1 : 0;
+  }
+  EXPECT_LT(same, 16) << "of 64 uniform draws over 64 tokens, about one alike by chance";
+}
+
 // A tokenizer whose ids skip numbers (added tokens far past its vocabulary): the ids it has no
 // token for are never drawn, however likely (drawn, they decoded to nothing: most of a sample
 // printed empty), greedy included; the others keep their softmax among themselves.

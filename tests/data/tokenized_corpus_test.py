@@ -170,6 +170,19 @@ def main():
                  f"--max-shard-size 100KB: {len(shard_files)} shards, the index names them, the tokenizer copied ({files})")
     checks.check(all(sum(t) <= 100_000 or len(t) == 1 for t in sizes),
                  f"each shard holds at most 100 KB of tensors, or one larger tensor alone ({[sum(t) for t in sizes]})")
+    flat = [n for t in sizes for n in t]  # the tensors' bytes in the order the shards hold them
+    checks.check(all(sum(a) + b[0] > 100_000 for a, b in zip(sizes, sizes[1:])),
+                 f"a shard is cut only where its next tensor would pass 100 KB ({[sum(t) for t in sizes]})")
+    exact = os.path.join(work, "export_exact")
+    p = subprocess.run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", exact, "--max-shard-size",
+                        str(flat[0] + flat[1])], capture_output=True, text=True, timeout=120)
+    with open(os.path.join(exact, "model.safetensors.index.json")) as f:
+        first = sorted(json.load(f)["weight_map"].values())[0]
+    with open(os.path.join(exact, first), "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        held = sorted(k for k in json.loads(f.read(n)) if k != "__metadata__")
+    checks.check(p.returncode == 0 and len(held) == 2,
+                 f"--max-shard-size of exactly the first two tensors' bytes: the first shard holds both ({held})")
     model = transformers.AutoModelForCausalLM.from_pretrained(sharded)
     reference = transformers.AutoModelForCausalLM.from_pretrained(whole)
     hf_tok = transformers.AutoTokenizer.from_pretrained(sharded)

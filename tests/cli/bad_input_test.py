@@ -165,6 +165,12 @@ def main():
         ("sample: unknown --dtype", ["sample", "--run", os.path.join(work, "norun"), "--dtype", "f16"],
          "--dtype must be f32 (fp32) or bf16 (got 'f16')"),
         ("train: unknown flag", ["train", "--confg", "x.json"], "--confg"),
+        # A flag given twice is refused, not the last one taken; a switch given a value is refused, not
+        # taken as on (--json=false printed JSON).
+        ("train: --config twice", ["train", "--config", config_file("t1.json", GOOD), "--config",
+                                   config_file("t2.json", GOOD), "--run-dir", run_dir], "--config given twice"),
+        ("memory: a switch with a value", ["memory", "--config", config_file("m1.json", GOOD), "--json=false"],
+         "--json takes no value"),
         ("log.profile_ops not a bool", ["train", "--config", config_file("po.json", GOOD), "--run-dir", run_dir,
                                         "--set", "log.profile_ops=yes"], "log.profile_ops"),
         # Issue 19's small ones: each names the real culprit.

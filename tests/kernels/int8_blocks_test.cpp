@@ -80,6 +80,18 @@ TEST(Int8Blocks, ScalesAndErrorsFollowTheRule) {
   }
 }
 
+// A value half-way between two codes rounds to the even one (rint), as the CUDA twin's rintf
+// does, so the two encode the same codes (quantized collectives' bits do not depend on the device).
+// Random values never land on a tie; a block whose largest magnitude is 127 (scale exactly 1) puts
+// them there.
+TEST(Int8Blocks, TiesRoundToTheEvenCode) {
+  std::vector<float> x = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 3.5f, -126.5f};
+  Packed p = quantize(x);
+  ASSERT_EQ(p.scale(0), 1.0f);
+  EXPECT_EQ(dequantize(p, static_cast<std::int64_t>(x.size())),
+            (std::vector<float>{127.0f, 0.0f, 2.0f, 2.0f, 0.0f, -2.0f, 4.0f, -126.0f}));
+}
+
 TEST(Int8Blocks, ZeroAndNonFiniteBlocks) {
   ZT_SEEDED_RNG(rng);
   const std::int64_t n = 4 * kBlock;

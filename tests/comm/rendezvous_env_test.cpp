@@ -152,6 +152,10 @@ TEST_F(RendezvousEnv, MalformedValuesNameTheVariable) {
   EXPECT_EQ(input_error(detect_launch), "ZT_WORLD_SIZE='99999999999999999999' is too large (at most 2147483647)");
   set("ZT_WORLD_SIZE", "0");
   EXPECT_EQ(input_error(detect_launch), "ZT_WORLD_SIZE=0 must be at least 1");
+  set("ZT_RANK", "0");  // a local rank is a rank of the world too: one past it names no GPU or slot
+  set("ZT_WORLD_SIZE", "2");
+  set("ZT_LOCAL_RANK", "2");
+  EXPECT_EQ(input_error(detect_launch), "ZT_LOCAL_RANK=2 is not below ZT_WORLD_SIZE=2");
   SetUp();
   set("OMPI_COMM_WORLD_SIZE", "4");
   EXPECT_EQ(input_error(detect_launch), "OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not");
@@ -237,6 +241,7 @@ TEST_F(RendezvousEnv, MpiWorldMustBeTheLaunchersWorld) {
   // Launchers whose variables do not come from MPI are not held to its world (srun's Slurm
   // variables count nodes' proxies under some MPIs), nor is a process no launcher named ...
   EXPECT_EQ(mpi_world_mismatch({0, 2, 0, "Slurm"}, 1, 4), "");
+  EXPECT_EQ(mpi_world_mismatch({0, 2, 0, "Slurm"}, 1, 2), "");  // the same world, ranks numbered apart
   EXPECT_EQ(mpi_world_mismatch(LaunchInfo{}, 0, 2), "");
   // ... but a world smaller than theirs is processes training apart (srun --mpi=pmix beside an MPI
   // that does not join the job: worlds of one, each training alone, as a trial found).
@@ -273,6 +278,9 @@ TEST_F(RendezvousEnv, MalformedMethodsNameTheVariable) {
   set("ZT_RENDEZVOUS_TIMEOUT", "-1");
   EXPECT_EQ(input_error([&] { rendezvous_from_env(launch); }),
             "ZT_RENDEZVOUS_TIMEOUT='-1' is not a positive number of seconds");
+  set("ZT_RENDEZVOUS_TIMEOUT", "0");  // no time to meet at all
+  EXPECT_EQ(input_error([&] { rendezvous_from_env(launch); }),
+            "ZT_RENDEZVOUS_TIMEOUT='0' is not a positive number of seconds");
 }
 
 TEST_F(RendezvousEnv, UnsetMethodFollowsTheLauncher) {

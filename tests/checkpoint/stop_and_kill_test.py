@@ -16,7 +16,9 @@
   * SIGTERM during a long evaluation (its validation loss or its multiple-choice scoring) or
     sample: the run stops there on its step's checkpoint, and the resume makes the evaluation
     (bitwise as uninterrupted);
-  * SIGTERM in the last step: the run finishes, its checkpoint saved before its final weights.
+  * SIGTERM in the last step: the run finishes, its checkpoint saved before its final weights;
+  * with checkpoint.save_on_signal false, SIGTERM ends the process at once, nothing saved;
+  * one acknowledgement of a stop for the job, rank 0's.
 
 The step at which a signal lands is whatever it is; the checks hold for any step.
 
@@ -118,6 +120,8 @@ def main():
         check(ref_w.keys() == got_w.keys() and all(ref_w[k] == got_w[k] for k in ref_w),
               f"{name}: final weights bitwise equal ({len(ref_w)} tensors)")
 
+    acknowledged = {}  # each stopped run's count of acknowledgements on stderr
+
     def stopped_run(name, np_, config, run_dir, send):
         """Starts a run, lets it train a few steps, calls send(proc, run_dir); checks the stop."""
         proc = start(np_, config, run_dir)
@@ -134,9 +138,12 @@ def main():
         if not check(proc.returncode == 0, f"{name}: exits 0" +
                      ("" if proc.returncode == 0 else f" (exit {proc.returncode}: {(out + err)[-500:]})")):
             return None
+        acks = err.count("received: the run stops at the end of the current step (or of its first), with a checkpoint")
         if np_ == 1:  # at once, not after the step and the save (a user who saw nothing pressed again)
-            check("received: the run stops at the end of the current step (or of its first), with a checkpoint" in err,
-                  f"{name}: the request is acknowledged on stderr ({err.strip()[-200:]})")
+            check(acks == 1, f"{name}: the request is acknowledged on stderr ({err.strip()[-200:]})")
+        else:  # by rank 0 alone, once for the job (where rank 0 was signalled)
+            check(acks <= 1, f"{name}: acknowledged by one rank at most ({acks} times)")
+        acknowledged[name] = acks
         stops = [r for r in train_records(run_dir) if r["type"] == "stop"]
         step = stops[0]["step"] if stops else -1
         check(len(stops) == 1 and 5 <= step < config["train"]["max_steps"],
@@ -162,6 +169,26 @@ def main():
                 check(f"on {sig.name}" in out, f"{name}: names the signal")
                 if ok(run(1, LONG, run_dir, ["--resume", "latest"]), f"{name}: --resume latest exits 0"):
                     same_as_reference(name, run_dir, ref_dir, LONG["train"]["max_steps"])
+
+    # checkpoint.save_on_signal = false: SIGTERM keeps its default effect (the process ends at once,
+    # killed by it), no stop record and no checkpoint (the handlers stayed, saving and exiting 0).
+    name = "1 process, SIGTERM with checkpoint.save_on_signal false"
+    run_dir = os.path.join(work, "no_save_on_signal")
+    proc = start(1, deep_merge(LONG, {"checkpoint": {"save_on_signal": False}}), run_dir)
+    if check(wait_until(lambda: train_steps_logged(run_dir) >= 5), f"{name}: training started"):
+        proc.send_signal(signal.SIGTERM)
+    else:
+        proc.kill()
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    folder = os.path.join(run_dir, "checkpoints")
+    saved = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    check(proc.returncode == -signal.SIGTERM and not saved and
+          not any(r["type"] == "stop" for r in train_records(run_dir)),
+          f"{name}: ended by the signal, nothing saved (exit {proc.returncode}, {saved}, {(out + err)[-300:]})")
 
     # A stop in the run's last step (one step of seconds, the signal sent as the run directory is
     # made): the run finishes, its checkpoint saved before final.safetensors is gathered and written,
@@ -201,6 +228,7 @@ def main():
 
         name = "2 ranks, SIGUSR1 to mpirun"
         stopped_run(name, 2, LONG, os.path.join(work, "usr1"), lambda p: p.send_signal(signal.SIGUSR1))
+        check(acknowledged.get(name) == 1, f"{name}: every rank got it, rank 0 acknowledged it ({acknowledged.get(name)})")
         # The same in deterministic mode, whose ranks vote through an all-gather averaged into the
         # one vote (a stop every rank saw counted twice was read as a lost lock: exit 1, no checkpoint).
         name = "2 ranks, deterministic, SIGUSR1 to mpirun"

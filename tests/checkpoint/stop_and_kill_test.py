@@ -278,6 +278,21 @@ def main():
             check(not os.path.exists(os.path.dirname(partial)), f"{name}: the leftover temporary directory is gone")
             same_as_reference(name, run_dir, ref_dir, SHORT["train"]["max_steps"])
 
+        # SIGTERM while the periodic save of step 2 is written: no evaluation or sample follows it (step
+        # 4's would see the stop themselves), so the ranks' vote after the save is what stops the run
+        # on that checkpoint, not after a step more and a second save.
+        name = "1 rank, SIGTERM during the save of step 2"
+        run_dir = os.path.join(work, "term_in_save_2")
+        proc = start(1, SHORT, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1500"})
+        in_save = wait_until(lambda: os.path.isdir(os.path.join(run_dir, "checkpoints", ".tmp-step_00000002")))
+        if in_save:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        stops = [r["step"] for r in train_records(run_dir) if r["type"] == "stop"]
+        saved = sorted(d for d in os.listdir(os.path.join(run_dir, "checkpoints")) if d.startswith("step_"))
+        check(in_save and proc.returncode == 0 and stops == [2] and saved == ["step_00000002"],
+              f"{name}: stops on step 2's checkpoint (exit {proc.returncode}, stops {stops}, saved {saved}, "
+              f"{(out + err)[-300:]})")
         # SIGTERM while the periodic save of step 4 is written: the run stops on that checkpoint,
         # not after a step more and a second save.
         name = "1 rank, SIGTERM during the save of step 4"

@@ -223,6 +223,11 @@ def main():
     six_flat = train("N6_flat_stage2", 6, "zero.stage=2")
     if six:
         memory_exact("N6 g3 stage 2", six, 6, 3, "zero.stage=2")
+    # Stage 0 in groups of 3: the all-reduce's second hop (across the groups) sets the staging's peak
+    # there, as it does in none of the groups of 2 above.
+    six_stage0 = train("N6_g3_stage0", 6, "zero.stage=0", "zero.shard_group_size=3")
+    if six_stage0:
+        memory_exact("N6 g3 stage 0", six_stage0, 6, 3, "zero.stage=0")
     if six and six_flat:
         check(close(losses(six), losses(six_flat)), "N6 g3 within fp32 rounding of the flat run")
 

@@ -1,9 +1,13 @@
 // The checkpoint folder: `latest` resolution with fallback to the newest valid checkpoint, keep-last,
-// leftovers of killed saves, saving the same step twice, a `latest` that cannot be updated after a
-// complete save (saved, with a warning, not "not saved"), what `ckpt verify FOLDER` judges, and
-// the checkpoints a resume from an older one sets aside.
+// leftovers of killed saves, one keep-last cannot remove, saving the same step twice, a `latest` that cannot be updated
+// after a complete save (saved, with a warning, not "not saved"), what `ckpt verify FOLDER` judges, and the checkpoints
+// a resume from an older one sets aside.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -270,6 +274,36 @@ TEST_F(CheckpointFolder, KeepLastDeletesOnlyOlderCompleteCheckpoints) {
   EXPECT_EQ(read_latest(folder_), "step_00000040");
   save(50, 0);  // keep_last 0 keeps everything
   EXPECT_EQ(steps(), (std::vector<std::int64_t>{30, 40, 50}));
+}
+
+// A checkpoint keep_last cannot remove (here made immutable, as chattr +i does; another user's file
+// in it, or a read-only snapshot, does the same) is named, and the others are pruned all the same:
+// the first failure kept every checkpoint after it, save after save.
+TEST_F(CheckpointFolder, KeepLastPrunesTheOthersPastOneItCannotRemove) {
+  for (std::int64_t step : {10, 20, 30}) save(step);
+  const std::string stuck = folder_ + "/step_00000010";
+  const int fd = ::open(stuck.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  int flags = 0;
+  const bool immutable = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+                         (flags |= FS_IMMUTABLE_FL, ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0);
+  ::close(fd);
+  if (!immutable) GTEST_SKIP() << "cannot make a folder immutable here (needs CAP_LINUX_IMMUTABLE and ext4/xfs)";
+  const std::string newest = save(40);
+  std::vector<std::string> marked;
+  std::string error;
+  try {
+    apply_keep_last(folder_, 1, newest, marked);
+  } catch (const RuntimeError& e) {
+    error = e.what();
+  }
+  const int again = ::open(stuck.c_str(), O_RDONLY | O_DIRECTORY);
+  flags &= ~FS_IMMUTABLE_FL;
+  EXPECT_EQ(::ioctl(again, FS_IOC_SETFLAGS, &flags), 0);
+  ::close(again);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{10, 40}));
+  EXPECT_NE(error.find("cannot remove checkpoint '" + stuck + "'"), std::string::npos) << error;
+  EXPECT_EQ(read_latest(folder_), "step_00000040");
 }
 
 TEST_F(CheckpointFolder, LeftoversOfAKilledSaveAreNotCheckpointsAndAreCleanedUp) {

@@ -89,12 +89,20 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
   }
   if (keep_last <= 0) return;
   const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
-  std::string unmarked;  // a marker that could not be written: said once the rest is done
+  // A marker that could not be written, and the removals that failed: said once the rest is done.
+  // One checkpoint that cannot go (made immutable, a file in it another user's) kept every newer
+  // one past keep_last with it, save after save, until the disk filled.
+  std::string unmarked;
+  std::vector<std::string> unremoved;
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < complete.size(); ++i) {
     if (fs::path(complete[i].path) == fs::path(keep)) continue;
     FileHandle held;
     if (FileHandle::hold_exclusive(complete[i].path, held)) {
-      remove_checkpoint_dir(complete[i].path);
+      try {
+        remove_checkpoint_dir(complete[i].path);
+      } catch (const std::exception& e) {
+        unremoved.emplace_back(e.what());
+      }
       continue;
     }
     // One a reader holds (ckpt export, eval --ckpt of a live run's folder; a resume until its
@@ -111,8 +119,9 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
     }
   }
   if (!unmarked.empty()) {
-    throw_runtime_error("cannot write {} (a checkpoint a reader holds, left for a later save)", unmarked);
+    unremoved.push_back(fmt::format("cannot write {} (a checkpoint a reader holds, left for a later save)", unmarked));
   }
+  if (!unremoved.empty()) throw_runtime_error("{}", fmt::join(unremoved, "; "));
 }
 
 namespace {

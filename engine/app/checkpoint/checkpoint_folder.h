@@ -42,7 +42,9 @@ void remove_checkpoint_dir(const std::string& path);
 // (FileHandle::hold_for_reading: a CheckpointReader's, such as a ckpt export of a live run's
 // folder), which a later save deletes once it is let go. Adds to `marked` the names of those it
 // marked so now (not those marked by an earlier save), for the save to say once: also where it
-// throws after them (a marker or a removal that failed), since later saves will not name them.
+// throws after them (a marker or a removal that failed), since later saves will not name them. A
+// checkpoint that cannot be removed does not keep the others: it throws once the rest are pruned,
+// naming each that failed.
 void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep,
                      std::vector<std::string>& marked);
 

@@ -111,7 +111,7 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
   if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", temp_dir, final_dir.string(), ec.message());
   sync_dir(folder);
   // From here the checkpoint is complete and durable: what follows can fail without unsaving it.
-  CommitResult result{final_dir.string(), ""};
+  CommitResult result{final_dir.string(), "", {}};
   // Where `latest` cannot be updated (a full disk, latest.tmp blocked, a folder in its place),
   // resolution takes the newer checkpoints only through their chain of saves from the one `latest`
   // names: keep-last would cut that chain. So the stale pointer is removed (resolution then takes

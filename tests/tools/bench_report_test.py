@@ -6,6 +6,8 @@ The engines are faked (no GPU), each with step times that differ within a block 
 round, so a median taken as a mean or a minimum, a ratio turned over, or the worst anchor taken for
 the best gives another number than the one computed here. tests/tools/bench_gpu_test.py covers the
 interleaving, time limits and the real engines' plumbing."""
+import contextlib
+import io
 import json
 import os
 import statistics
@@ -231,8 +233,21 @@ def check_gpu_samples_summary(checks):
                        "throttle_reasons_seen": ["0x0", "0x4"]}, f"the block's GPU summary ({s})")
 
 
+def check_printed_table(checks):
+    """The table's line per engine: ms/step, tokens/s and MFU as a percentage, or why it failed."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        bench_harness.print_rows([{"label": "zerotrain stage 0", "ms_per_step": 27.25, "tokens_per_s": 601234.0,
+                                   "mfu": 0.4512},
+                                  {"label": "llm.c", "rounds": [], "error": "start: no binary"}], width=20)
+    lines = printed.getvalue().splitlines()
+    checks.check(lines[1].split() == ["zerotrain", "stage", "0", "27.2", "601234", "45.1%"] and
+                 "FAILED" in lines[2] and "start: no binary" in lines[2], f"the printed rows ({lines})")
+
+
 def main():
     checks = Checks()
+    check_printed_table(checks)
     check_gpu_samples_summary(checks)
     check_variant_and_stage_ratios(checks)
     check_llama_and_multi_gpu_ratios(checks)

@@ -6,6 +6,7 @@ The engines are faked (no GPU), each with step times that differ within a block 
 round, so a median taken as a mean or a minimum, a ratio turned over, or the worst anchor taken for
 the best gives another number than the one computed here. tests/tools/bench_gpu_test.py covers the
 interleaving, time limits and the real engines' plumbing."""
+import argparse
 import contextlib
 import io
 import json
@@ -245,6 +246,49 @@ def check_printed_table(checks):
                  "FAILED" in lines[2] and "start: no binary" in lines[2], f"the printed rows ({lines})")
 
 
+STAND_IN_ZEROTRAIN = """#!/usr/bin/env python3
+import json, os, sys
+run_dir = sys.argv[sys.argv.index("--run-dir") + 1]
+os.makedirs(run_dir)
+with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+    for step, (elapsed, own) in enumerate([(1.0, 900), (1.5, 450), (2.5, 950), (4.0, 1400)], 1):
+        f.write(json.dumps({"type": "train", "step": step, "loss": 1.0, "elapsed_s": elapsed, "step_ms": own}) + "\\n")
+"""
+
+STAND_IN_LLMC = """#!/usr/bin/env python3
+import sys, time
+n = int(sys.argv[sys.argv.index("-x") + 1])
+for s in range(1, n + 1):
+    time.sleep(0.05)
+    print(f"step {s:4d}/{n} | loss 10.9 (+0.00z)| norm 1.0 (+0.00z)| lr 3.00e-04 | 40.00 ms | 40.1% bf16 MFU | "
+          "400000 tok/s", flush=True)
+"""
+
+
+def check_engine_clocks(checks, work):
+    """The engines' timed steps: zerotrain's from one record's elapsed_s to the next's, after the
+    warm-up (its own step_ms beside), and llm.c's one stamped time a timed step."""
+    import gpt2_bench_engines
+    scripts = {}
+    for name, text in (("zerotrain", STAND_IN_ZEROTRAIN), ("train_gpt2cu", STAND_IN_LLMC)):
+        scripts[name] = os.path.join(work, name)
+        with open(scripts[name], "w") as f:
+            f.write(text)
+        os.chmod(scripts[name], 0o755)
+    runs = os.path.join(work, "engine_runs")
+    os.makedirs(runs)
+    args = argparse.Namespace(zerotrain=scripts["zerotrain"], zerotrain_sets={}, batch=1, mpirun="",
+                              llmc=scripts["train_gpt2cu"])
+    ctx = bench_harness.Context(args, runs, work)
+    r = gpt2_bench_engines.Zerotrain("zerotrain-s0", 0).run(ctx, 2, 2)
+    checks.check(r["step_ms"] == [1000.0, 1500.0] and r["own_step_ms"] == [950, 1400],
+                 f"zerotrain: steps 3 and 4 timed record to record after 2 warm-up steps ({r.get('step_ms')}, own "
+                 f"{r.get('own_step_ms')})")
+    r = gpt2_bench_engines.Llmc().run(ctx, 1, 3)
+    checks.check(len(r["step_ms"]) == 3 and len(r["own_step_ms"]) == 3 and all(ms > 0 for ms in r["step_ms"]),
+                 f"llm.c: one stamped time a timed step ({r.get('step_ms')}, own {r.get('own_step_ms')})")
+
+
 def main():
     checks = Checks()
     check_printed_table(checks)
@@ -253,6 +297,7 @@ def main():
     check_llama_and_multi_gpu_ratios(checks)
     with tempfile.TemporaryDirectory() as work:
         check_report_arithmetic(checks, work)
+        check_engine_clocks(checks, work)
         check_autotune_beside_work(checks, work)
     return checks.finish()
 

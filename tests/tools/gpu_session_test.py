@@ -6,12 +6,15 @@ the 8 a device call brings back, or that it does not know
 of the tree it refuses to run without a pack, with a pack built from other sources (naming the file),
 with a pack built from uncommitted sources, and with a pack of another commit than ZT_COMMIT; a pack
 that matches gets past every check (to the carried packages, absent here); a set-up that runs late
-comes out of the first phase's budget and the call ends by its limit. Needs no GPU.
+comes out of the first phase's budget and the call ends by its limit, the next phase's step still
+running within its deadline; a step that fails fails the session, the warm compile stops before a
+timed phase, and an $OUT already full gets no compile cache. Needs no GPU.
 
 usage: gpu_session_test.py REPO_ROOT
 """
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -84,6 +87,45 @@ exec {python} "$@"
           f"a late set-up: the first phase's budget cut ({llmc})")
     check(rc == 1 and seconds is not None and seconds <= 60,
           f"the call ends by its limit, 60 s ({rc}: {ended}; {text[-400:]})")
+    # The next phase still runs (what it is cut to leaves room for its step), and its step ends by
+    # the phase's deadline, past its SIGTERM by the 10 s `timeout -k` grants at most.
+    sampling = [line for line in text.splitlines() if line.startswith("phase sampling (")]
+    step = [line for line in text.splitlines() if "bench_sampling:" in line]
+    cut = re.search(r"cut to (\d+) s", sampling[0]) if sampling else None
+    took = re.search(r" in (\d+) s", step[0]) if step else None
+    allowed = int(cut.group(1)) if cut else 15
+    check(sampling and took is not None and "skipped" not in step[0] and int(took.group(1)) <= allowed + 11,
+          f"the next phase's step runs, within its phase's deadline ({sampling}, {step})")
+
+
+def failing_steps_and_the_warm_compile(check, tree, work, sources, on_h100):
+    """A step that fails (not one skipped for want of time) fails the session; the max-autotune warm
+    compile is stopped before the timed phase begins (it would share the GPU with it); an $OUT that
+    already holds the 8 files a call brings back gets no compile cache in a ninth."""
+    python = os.path.join(work, "failing_python")
+    with open(python, "w") as f:
+        f.write("""#!/bin/sh
+case "$*" in
+  *--warm-only*) exec sleep 100 ;;
+  *tools/bench_gpu.py*|*tools/llmc_interop.py*) echo failed >&2; exit 1 ;;
+esac
+exec /usr/bin/python3 "$@"
+""")
+    os.chmod(python, 0o755)
+    make_pack(tree, "a" * 40, sources, binary=shutil.which("true"))
+    out = os.path.join(work, "out_failing")
+    os.makedirs(out)
+    for k in range(5):  # with session.txt and the two phases' logs: 8
+        open(os.path.join(out, f"earlier_{k}.json"), "w").close()
+    rc, text, _ = session(tree, out, "--limit", "200", "--warm-autotune", "bench=60", "llmc=30",
+                          env=dict(on_h100, ZT_SESSION_PYTHON=python, ZT_COMMIT="a" * 40, ZT_KERNEL_BASELINE="none"))
+    lines = text.splitlines()
+    check(rc == 1 and "session: some steps FAILED" in text and any("llmc_interop: FAILED (exit 1)" in x for x in lines),
+          f"a step that fails fails the session ({rc}: {text[-400:]})")
+    stopped = [i for i, x in enumerate(lines) if "warm compile: stopped unfinished" in x]
+    bench = [i for i, x in enumerate(lines) if x.startswith("phase bench (")]
+    check(stopped and bench and stopped[0] < bench[0], f"the warm compile stops before the timed phase ({stopped}, {bench})")
+    check("already holds the 8 files" in text, f"no compile cache into a ninth file ({text[-300:]})")
 
 
 def main():
@@ -103,6 +145,9 @@ def main():
     rc, text, err = session(root, out, "--limit", "600", "tests=60", "multirank=60", "bench=60", "llama=60")
     check(rc == 2 and "; 9 of the 8 files a call brings back" in text and "split them over two calls" in text,
           f"phases leaving more files than a call brings back: refused ({rc}: {text[-300:]})")
+    rc, text, err = session(root, out, "--limit", "600", "bench=60", "llama=60", "multirank=60")
+    check("; 8 of the 8 files a call brings back" in text and "split them" not in text,
+          f"phases leaving exactly the 8 files a call brings back: not refused for them ({rc}: {text[-300:]})")
     rc, text, err = session(root, out, "tests", "warp")
     check(rc == 2 and "usage" in err, f"an unknown phase is refused with the usage line ({rc}: {err.strip()})")
     # Counts that are no whole seconds, a phase twice, a limit past a device command's 600 s: refused
@@ -186,6 +231,7 @@ def main():
         check(rc == 2 and "refused: /bin/false has no PyTorch or numpy" in text,
               f"a python without PyTorch: refused ({text[-300:]})")
         late_setup_cuts_the_first_phase(check, tree, work, out, sources, on_h100)
+        failing_steps_and_the_warm_compile(check, tree, work, sources, on_h100)
     return checks.finish()
 
 

@@ -281,33 +281,28 @@ def main():
         # SIGTERM while the periodic save of step 2 is written: no evaluation or sample follows it (step
         # 4's would see the stop themselves), so the ranks' vote after the save is what stops the run
         # on that checkpoint, not after a step more and a second save.
-        name = "1 rank, SIGTERM during the save of step 2"
-        run_dir = os.path.join(work, "term_in_save_2")
-        proc = start(1, SHORT, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1500"})
-        in_save = wait_until(lambda: os.path.isdir(os.path.join(run_dir, "checkpoints", ".tmp-step_00000002")))
-        if in_save:
-            proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
-        stops = [r["step"] for r in train_records(run_dir) if r["type"] == "stop"]
-        saved = sorted(d for d in os.listdir(os.path.join(run_dir, "checkpoints")) if d.startswith("step_"))
-        check(in_save and proc.returncode == 0 and stops == [2] and saved == ["step_00000002"],
-              f"{name}: stops on step 2's checkpoint (exit {proc.returncode}, stops {stops}, saved {saved}, "
-              f"{(out + err)[-300:]})")
+        def stopped_in_save(name, run_dir, step):
+            """SIGTERM to a 1-rank SHORT run while its periodic save of `step` is written: it stops on
+            that checkpoint, the saves before it kept, no step more and no second save."""
+            proc = start(1, SHORT, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1500"})
+            in_save = wait_until(lambda: os.path.isdir(os.path.join(run_dir, "checkpoints", f".tmp-step_{step:08d}")))
+            if in_save:
+                proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
+            stops = [r["step"] for r in train_records(run_dir) if r["type"] == "stop"]
+            saved = sorted(d for d in os.listdir(os.path.join(run_dir, "checkpoints")) if d.startswith("step_"))
+            every = SHORT["checkpoint"]["every_steps"]
+            check(in_save and proc.returncode == 0 and stops == [step] and
+                  saved == [f"step_{s:08d}" for s in range(every, step + 1, every)],
+                  f"{name}: stops on step {step}'s checkpoint (exit {proc.returncode}, stops {stops}, saved {saved}, "
+                  f"{(out + err)[-300:]})")
+
+        stopped_in_save("1 rank, SIGTERM during the save of step 2", os.path.join(work, "term_in_save_2"), 2)
         # SIGTERM while the periodic save of step 4 is written: the run stops on that checkpoint,
         # not after a step more and a second save.
         name = "1 rank, SIGTERM during the save of step 4"
         run_dir = os.path.join(work, "term_in_save")
-        proc = start(1, SHORT, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1500"})
-        in_save = wait_until(lambda: os.path.isdir(os.path.join(run_dir, "checkpoints", ".tmp-step_00000004")))
-        if in_save:
-            proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
-        folder = os.path.join(run_dir, "checkpoints")
-        stops = [r["step"] for r in train_records(run_dir) if r["type"] == "stop"]
-        saved = sorted(d for d in os.listdir(folder) if d.startswith("step_"))
-        check(in_save and proc.returncode == 0 and stops == [4] and saved == ["step_00000002", "step_00000004"],
-              f"{name}: stops on step 4's checkpoint (exit {proc.returncode}, stops {stops}, saved {saved}, "
-              f"{(out + err)[-300:]})")
+        stopped_in_save(name, run_dir, 4)
         p = run(1, SHORT, run_dir, ["--resume", "latest"])
         if ok(p, f"{name}: --resume latest exits 0"):
             # The reference above ran on np_ ranks; the bits match a run on the same rank count.

@@ -157,6 +157,15 @@ TEST(ChunkedCrossEntropyEmulation, ATargetOutsideTheVocabularyGivesANanLoss) {
                std::int64_t{2});
   EXPECT_TRUE(std::isfinite(loss[0])) << loss[0];
   EXPECT_TRUE(std::isnan(loss[1])) << loss[1];
+  // The backward still writes the padding [V, cols) as 0, the out-of-vocabulary target's included.
+  std::vector<float> grad(2 * cols, NAN);
+  simt::launch(dim3(2), cce::kThreads, 0, cce::chunk_backward_kernel<float, 1>, grad.data(), logits.data(), mx.data(),
+               targets.data(), cols, V, std::int64_t{0}, 0.5f);
+  for (int n = 0; n < 2; ++n) {
+    for (int v = V; v < cols; ++v) {
+      EXPECT_EQ(grad[static_cast<std::size_t>(n * cols + v)], 0.0f) << "row " << n << " padded column " << v;
+    }
+  }
 }
 
 }  // namespace

@@ -83,6 +83,9 @@ TEST(FlashAttentionCudaCoreEmulation, MatchesFp64AttentionWithAndWithoutDropout)
     run_problem<16, float>({2, 67, 3, 16, p}, seed + 1);
     run_problem<32, float>({2, 130, 2, 32, p}, seed + 2);
     run_problem<64, float>({1, 200, 2, 64, p}, seed + 3);
+    // T 65: the second block's one row sees key 64 alone in the last tile (a block's last key on a
+    // tile's first row, which only T 1 reached otherwise).
+    run_problem<64, float>({1, 65, 1, 64, p}, seed + 10);
     run_problem<128, float>({1, 70, 2, 128, p}, seed + 4);
     run_problem<8, bf16_dev>({2, 75, 2, 8, p}, seed + 5);
     run_problem<64, bf16_dev>({1, 140, 2, 64, p}, seed + 6);

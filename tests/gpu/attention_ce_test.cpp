@@ -98,6 +98,10 @@ TEST_F(CudaCrossEntropy, ForwardBackwardAndFusedMatchCpu) {
     for (std::int64_t off : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp << " offset=" << off);
       std::vector<float> logits = rng.normal(N * Vp, 0.0f, 4.0f);
+      // Padded columns far above every live logit: one that entered a row's max or sum would show.
+      for (std::int64_t n = 0; n < N; ++n) {
+        for (std::int64_t v = V; v < Vp; ++v) logits[static_cast<std::size_t>(n * Vp + v)] = 1e30f;
+      }
       std::vector<std::int32_t> tgt = rng.ints(N, 0, V);
       tgt[N - 1] = V - 1;  // in the row's last live group (partial where V is not a multiple of the group)
       // Row 0 masked where V > 16: columns 0-15 and every 97th (not its target) -inf, so some threads'

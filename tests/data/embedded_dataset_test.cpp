@@ -51,6 +51,10 @@ TEST(EmbeddedDataset, IsWholeAsciiLinesOfAboutTheRequestedLength) {
     for (char c : text) ASSERT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7F)) << "not printable ASCII: " << int(c);
   }
   EXPECT_EQ(generate_embedded_text(7, 0), "");
+  // At every length of a range (wherever a newline falls against the cut), never a character over.
+  for (std::int64_t n = 1000; n < 1300; ++n) {
+    ASSERT_LE(static_cast<std::int64_t>(generate_embedded_text(1, n).size()), n) << n;
+  }
 }
 
 TEST(EmbeddedDataset, UsesFewerThan64CharactersAndHasStructure) {

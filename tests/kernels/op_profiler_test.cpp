@@ -141,6 +141,8 @@ TEST(OpProfiler, CommunicationIsSetAgainstTheUnionOfTheOps) {
   EXPECT_DOUBLE_EQ(together.overlapped_ms, 1.0) << "exposed 2.5, not 3.0";
   const OpProfiler::CommTotals none = OpProfiler::overlap({}, {I{1, 2}});
   EXPECT_DOUBLE_EQ(none.overlapped_ms, 0.0) << "no op ran: all exposed";
+  // A collective inside another's span (nested, as a gather under a reduction): busy for the outer.
+  EXPECT_DOUBLE_EQ(OpProfiler::overlap({}, {I{0, 10}, I{2, 3}}).busy_ms, 10.0);
 }
 
 // Spans from another thread land in the open step, against the ops the step timed: one op of

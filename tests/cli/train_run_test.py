@@ -108,6 +108,14 @@ def main():
     check(abs(train[0]["lr"] - 3e-3 / 6) < 1e-9, "warmup: step 1 runs at lr/(warmup+1)")
     check("derived: train.global_batch_tokens = 256" in p.stdout, "derived batch terms are printed")
     check("val loss" in p.stdout and "unigram entropy" in p.stdout, "summary prints val loss and unigram entropy")
+    # The plain progress prints every log.every_steps-th step and the last, also where that is no
+    # multiple of every_steps (its loss was the run's last word on the terminal).
+    p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "odd_end"), "--set",
+                     "train.max_steps=5", "--set", "log.every_steps=2", "--set", "train.eval_every=0", "--set",
+                     "log.sample_every=0"])
+    printed = [line.split(" |")[0] for line in p.stdout.splitlines() if line.startswith("step ") and " | loss" in line]
+    check(p.returncode == 0 and printed == ["step 2/5", "step 4/5", "step 5/5"],
+          f"progress lines at every 2nd step and the last of 5 ({printed})")
     # The host allocator's idle blocks went back to the system around the final evaluation and
     # sample (a step's cached activations sat beside them, past what the memory check weighs).
     check("(plus 0 B of freed blocks the host allocator keeps for reuse)" in p.stdout,

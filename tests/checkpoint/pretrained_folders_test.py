@@ -11,7 +11,9 @@ loss against transformers' on the same windows, 1e-5):
     where that was not zerotrain's multiple of 64);
   * model.rope_scaling under transformers' older key "type" beside a folder whose config says the
     same: accepted (refused as a conflict), and another factor still refused;
-  * ckpt export --max-shard-size in transformers' spellings: "20kB" as "20KB", "160kb" in bits.
+  * ckpt export --max-shard-size in transformers' spellings: "20kB" as "20KB", "160kb" in bits;
+  * the hub's gpt2 layout: the base model's names without "transformer.", the head tied, and the
+    attention's old mask buffers beside them.
 
 usage: pretrained_folders_test.py ZEROTRAIN   (under .venv-hf's python; skipped, exit 77, without it)
 """
@@ -82,6 +84,23 @@ def main():
     check(loss is not None and abs(loss - want) < 1e-5,
           f"with the stale shards there too: loss {loss} = {want:.6f}, not theirs "
           f"({reference_loss(old, tokens, WINDOWS):.6f}) ({err})")
+
+    # The Hugging Face hub's own gpt2 files: the base model's names (wte.weight, h.0..., no
+    # "transformer." and no lm_head: the head is tied), with the attention's old mask buffers
+    # (attn.bias, attn.masked_bias) saved beside them, as older transformers saved them.
+    model = gpt2(5)
+    hub = {k: v.contiguous() for k, v in model.transformer.state_dict().items()}
+    for layer in range(model.config.n_layer):
+        hub[f"h.{layer}.attn.bias"] = torch.tril(torch.ones(32, 32)).view(1, 1, 32, 32)
+        hub[f"h.{layer}.attn.masked_bias"] = torch.tensor(-1e4)
+    folder = os.path.join(work, "hub_layout")
+    os.makedirs(folder)
+    safetensors.torch.save_file(hub, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    model.config.to_json_file(os.path.join(folder, "config.json"))
+    want = reference_loss(model, tokens, WINDOWS)
+    loss, err = eval_loss(folder)
+    check(loss is not None and abs(loss - want) < 1e-5,
+          f"the hub's layout (base names, mask buffers beside): loss {loss} = {want:.6f} ({err})")
 
     # A tensor in two of a sharded save's files: refused in one line naming both (it named one file,
     # as if the tensor were twice in it).

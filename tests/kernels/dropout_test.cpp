@@ -167,6 +167,20 @@ TEST(Dropout, BitwiseIndependentOfThreadCount) {
   }
 }
 
+// BF16 activations go through fp32 in chunks of whole samples (kernels/cpu/bf16_staging.h, 16 MiB
+// a chunk): samples of 2^21 elements (8 MiB staged) make chunks of two, and the third sample's
+// mask is its own, as in fp32, not the first's again (a chunk that restarted the sample index).
+TEST(Dropout, Bf16SamplesStagedInChunksKeepTheirOwnMasks) {
+  constexpr std::int64_t B = 3, N = std::int64_t{1} << 21;
+  const DropoutSpec spec{0.5f, /*seed=*/77, /*site=*/3, /*first_sample=*/11};
+  std::vector<bf16> in(static_cast<std::size_t>(B * N), float_to_bf16(1.0f)), out(in.size());
+  dropout_forward(cpu_ctx(2), view_of(out, {B, N}), view_of(in, {B, N}), spec);
+  const std::vector<int> want = keep_mask(spec, B, N);
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) wrong += (bf16_to_float(out[i]) != 0.0f) != (want[i] == 1) ? 1 : 0;
+  EXPECT_EQ(wrong, 0) << "elements kept or dropped against dropout_keep";
+}
+
 TEST(Dropout, RejectsPOutsideZeroToOne) {
   std::vector<float> x(8);
   for (float p : {1.0f, -0.1f, 1.5f, std::numeric_limits<float>::quiet_NaN()}) {

@@ -287,12 +287,16 @@ def main():
           f"an HF export into a folder with someone else's config.json: refused, nothing touched ({lines})")
 
     # prepare --out a folder holding someone else's vocab.json (a Hugging Face model's), or nanoGPT's
-    # raw train.bin beside its meta.pkl: refused, their files untouched; over an earlier prepare's
-    # dataset it prepares.
+    # raw train.bin beside its meta.pkl, or beside a zerotrain vocab.json (the token file is still no
+    # prepare's): refused, their files untouched; over an earlier prepare's dataset it prepares.
+    with open(os.path.join(base, "vocab.json"), "rb") as f:
+        zerotrain_vocab = f.read()
     for what, files in [("a Hugging Face model's vocab.json", {"vocab.json": b'{"<|endoftext|>": 0, "!": 1}',
                                                                "merges.txt": b"#version: 0.2\n"}),
                         ("nanoGPT's raw train.bin", {"train.bin": bytes(range(64)), "val.bin": bytes(range(32)),
-                                                     "meta.pkl": b"pickle"})]:
+                                                     "meta.pkl": b"pickle"}),
+                        ("a raw train.bin beside a zerotrain vocab.json", {"train.bin": bytes(range(64)),
+                                                                           "vocab.json": zerotrain_vocab})]:
         folder = os.path.join(work, "theirs_" + what.split("'")[0].replace(" ", "_"))
         os.makedirs(folder)
         for name, data in files.items():

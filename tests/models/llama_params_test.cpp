@@ -147,5 +147,14 @@ TEST(LlamaFamily, AHuggingFaceConfigLeavingKeysOutTakesTransformersDefaults) {
   EXPECT_TRUE(keys.at("rope_scaling").is_null());
 }
 
+// A rope_scaling naming its kind twice, under "type" and "rope_type": transformers' LlamaConfig
+// copies "type" over "rope_type", so "type" is the scaling built.
+TEST(LlamaFamily, ARopeScalingsTypeWinsOverItsRopeType) {
+  const nlohmann::json hf = {{"model_type", "llama"},
+                             {"rope_scaling", {{"type", "linear"}, {"rope_type", "llama3"}, {"factor", 2.0}}}};
+  const nlohmann::json keys = model_family("llama").model_keys_from_hf(hf, "config.json");
+  EXPECT_EQ(keys.at("rope_scaling").value("rope_type", ""), "linear") << keys.at("rope_scaling").dump();
+}
+
 }  // namespace
 }  // namespace zt::llama

@@ -21,10 +21,6 @@ StepMeter::StepMeter(TrainerState& s)
       bytes_in_group_before(s.hybrid_comm() != nullptr ? s.hybrid_comm()->group().bytes_sent() : 0),
       wait_seconds_before(comm_wait_seconds()) {}
 
-namespace {
-
-// A progress line's time left: seconds under two minutes ("42s"), then minutes ("12m05s"), hours
-// ("3h12m") and days ("4.6d"), as a reader takes in at a glance ("396942s" was 4.6 days).
 std::string readable_duration(double seconds) {
   const auto s = static_cast<std::int64_t>(std::llround(std::max(0.0, seconds)));
   if (s < 120) return fmt::format("{}s", s);
@@ -32,6 +28,8 @@ std::string readable_duration(double seconds) {
   if (s < 48 * 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
   return fmt::format("{:.1f}d", static_cast<double>(s) / 86400.0);
 }
+
+namespace {
 
 // checkpoint.async's staging on every rank beside its prediction (the fullest rank's).
 void report_checkpoint_staging(TrainerState& s) {

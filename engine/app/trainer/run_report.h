@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "engine/app/trainer/trainer_state.h"
 
@@ -37,5 +38,9 @@ void report_profile(TrainerState& s, const RunProgress& run);
 
 // The "summary" record that ends metrics.jsonl.
 void report_summary(TrainerState& s, const TrainSummary& summary);
+
+// A progress line's time left: seconds under two minutes ("42s"), then minutes ("12m05s"), hours
+// ("3h12m") and days ("4.6d"), as a reader takes in at a glance ("396942s" was 4.6 days).
+std::string readable_duration(double seconds);
 
 }  // namespace zt

@@ -55,14 +55,14 @@ def close(a, b):
     return a is not None and b is not None and abs(a - b) <= 1e-12 * max(abs(a), abs(b))
 
 
-def run_bench(engines, work, extra=()):
+def run_bench(engines, work):
     """bench_gpu.main over `engines` on a faked H100 (3 rounds of 3 steps), its report as written."""
     real = bench_gpu.make_engines
     out = os.path.join(work, "bench.json")
     bench_gpu.make_engines = lambda: {e.name: e for e in engines}
     try:
         bench_gpu.main(["--fake-device", H100, "--rounds", "3", "--steps", "3", "--warmup", "1", "--no-profile",
-                        "--out", out, "--engines", *[e.name for e in engines], *extra])
+                        "--out", out, "--engines", *[e.name for e in engines]])
     finally:
         bench_gpu.make_engines = real
     with open(out) as f:

@@ -157,14 +157,16 @@ def main():
     shard_files = [f for f in files if f.startswith("model-")]
     with open(os.path.join(sharded, "model.safetensors.index.json")) as f:
         index = json.load(f)
-    def shard_tensors(name):
-        with open(os.path.join(sharded, name), "rb") as f:
+    def shard_tensors(folder, name):
+        """A safetensors file's tensors as (name, bytes), in the order the file holds their data."""
+        with open(os.path.join(folder, name), "rb") as f:
             n = int.from_bytes(f.read(8), "little")
             header = json.loads(f.read(n))
         header.pop("__metadata__", None)
-        return [v["data_offsets"][1] - v["data_offsets"][0] for v in header.values()]
+        return [(k, v["data_offsets"][1] - v["data_offsets"][0])
+                for k, v in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])]
 
-    sizes = [shard_tensors(f) for f in shard_files]
+    sizes = [[b for _, b in shard_tensors(sharded, f)] for f in shard_files]
     checks.check(len(shard_files) > 1 and sorted(set(index["weight_map"].values())) == shard_files and
                  "tokenizer.json" in files and "tokenizer_config.json" in files,
                  f"--max-shard-size 100KB: {len(shard_files)} shards, the index names them, the tokenizer copied ({files})")
@@ -176,11 +178,11 @@ def main():
     exact = os.path.join(work, "export_exact")
     p = subprocess.run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", exact, "--max-shard-size",
                         str(flat[0] + flat[1])], capture_output=True, text=True, timeout=120)
-    with open(os.path.join(exact, "model.safetensors.index.json")) as f:
-        first = sorted(json.load(f)["weight_map"].values())[0]
-    with open(os.path.join(exact, first), "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        held = sorted(k for k in json.loads(f.read(n)) if k != "__metadata__")
+    held = []
+    if p.returncode == 0:
+        with open(os.path.join(exact, "model.safetensors.index.json")) as f:
+            first = sorted(json.load(f)["weight_map"].values())[0]
+        held = [k for k, _ in shard_tensors(exact, first)]
     checks.check(p.returncode == 0 and len(held) == 2,
                  f"--max-shard-size of exactly the first two tensors' bytes: the first shard holds both ({held})")
     model = transformers.AutoModelForCausalLM.from_pretrained(sharded)

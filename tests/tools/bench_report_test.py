@@ -167,12 +167,20 @@ def check_autotune_beside_work(checks, work):
                  f"tuned in its own compile (no hit): judged ({own['ratios'].get('not_valid_because')})")
 
 
+def measured_row(name, block_medians):
+    """A row as bench_harness.summarise leaves it, from its blocks' medians (None: a failed block)."""
+    medians = [m for m in block_medians if m is not None]
+    ms = statistics.median(medians)
+    return {"name": name, "tokens_per_s": 1e3 / ms, "rounds_measured": len(medians), "mfu": 0.4,
+            "rounds": [{"round": i, **({"median_ms": m} if m is not None else {"error": "failed"})}
+                       for i, m in enumerate(block_medians)]}
+
+
 def check_variant_and_stage_ratios(checks):
     """Stage 0 over each of its variants (what fp32 activations, the project's flash kernels or a
     separate GELU cost), and stages 1 and 2 over stage 0 as stage 3's is."""
-    def row(name, tokens_per_s):
-        return {"name": name, "tokens_per_s": tokens_per_s, "rounds_measured": 3, "mfu": 0.4,
-                "rounds": [{"round": i, "median_ms": 1e3 / tokens_per_s} for i in range(3)]}
+    def row(name, tokens_per_s):  # three rounds at that rate
+        return measured_row(name, [1e3 / tokens_per_s] * 3)
 
     rows = [row("zerotrain-s0", 120.0), row("zerotrain-s1", 114.0), row("zerotrain-s2", 108.0),
             row("zerotrain-s0-fp32-activations", 80.0), row("zerotrain-s0-flash", 60.0),
@@ -184,15 +192,6 @@ def check_variant_and_stage_ratios(checks):
     got = {k: ratios.get(k) for k in want}
     checks.check(all(close(got[k], v) for k, v in want.items()),
                  f"stage 0 over each variant, stages 1 and 2 over stage 0 ({got})")
-
-
-def measured_row(name, block_medians):
-    """A row as bench_harness.summarise leaves it, from its blocks' medians (None: a failed block)."""
-    medians = [m for m in block_medians if m is not None]
-    ms = statistics.median(medians)
-    return {"name": name, "tokens_per_s": 1e3 / ms, "rounds_measured": len(medians), "mfu": 0.4,
-            "rounds": [{"round": i, **({"median_ms": m} if m is not None else {"error": "failed"})}
-                       for i, m in enumerate(block_medians)]}
 
 
 def check_llama_and_multi_gpu_ratios(checks):

@@ -78,54 +78,37 @@ void run_shape(Rng& rng, std::int64_t N, int V, int Vp, bool masked = false) {
                                    view_of(targets), dloss, V);
   const std::vector<T> fused_ref = device_values<T>(fused_f);
 
-  // The outputs carry a guard past the last row, which must stay as it was: a write past a row
-  // lands in the next (whose block then writes it right) or past the buffer (found only where
-  // glibc noticed the heap's damage).
-  constexpr std::size_t kGuard = 64;
-  const T guard_value = device_values<T>(std::vector<float>{7.0f})[0];
-  const auto guarded = [&](std::vector<T> v) {
-    v.resize(logits.size() + kGuard, guard_value);
-    return v;
-  };
-  const auto guard_kept = [&](std::vector<T>& v, const char* what) {
-    const std::vector<float> values = host_values(v);
-    for (std::size_t i = logits.size(); i < values.size(); ++i) {
-      if (values[i] != 7.0f) {
-        ADD_FAILURE() << what << " written past the last row at " << i;
-        break;
-      }
-    }
-    v.resize(logits.size());
-  };
+  // The outputs carry a guard past the last row (emulation_util.h's guarded), which must stay as it was.
+  const T sentinel = device_values<T>(std::vector<float>{7.0f})[0];
 
   const dim3 grid(static_cast<unsigned>(N));
   const std::vector<T> nan = device_values<T>(std::vector<float>(logits.size(), NAN));
-  std::vector<T> g_probs = guarded(nan);
+  std::vector<T> g_probs = guarded(nan, sentinel);
   std::vector<float> g_losses(static_cast<std::size_t>(N), NAN);
   simt::launch(grid, ce::kThreads, 0, ce::softmax_ce_kernel<ce::Output::kProbs, T, kVec>, g_losses.data(),
                g_probs.data(), logits.data(), targets.data(), Vp, V, 0.0f);
-  guard_kept(g_probs, "probs");
+  EXPECT_TRUE(guard_kept(g_probs, logits.size(), sentinel)) << "probs";
   EXPECT_TRUE(close_to_cpu(host_values(g_probs), host_values(probs), kBf16)) << "probs";
   EXPECT_TRUE(close_to_cpu(g_losses, losses, false)) << "losses";
 
-  std::vector<T> g_fused = guarded(logits);  // the gradient overwrites the logits
+  std::vector<T> g_fused = guarded(logits, sentinel);  // the gradient overwrites the logits
   std::vector<float> g_losses2(static_cast<std::size_t>(N), NAN);
   simt::launch(grid, ce::kThreads, 0, ce::softmax_ce_kernel<ce::Output::kGradient, T, kVec>, g_losses2.data(),
                g_fused.data(), g_fused.data(), targets.data(), Vp, V, dloss);
-  guard_kept(g_fused, "fused dlogits");
+  EXPECT_TRUE(guard_kept(g_fused, logits.size(), sentinel)) << "fused dlogits";
   EXPECT_TRUE(close_to_cpu(host_values(g_fused), host_values(fused_ref), kBf16)) << "fused dlogits";
   EXPECT_TRUE(close_to_cpu(g_losses2, fused_losses, false)) << "fused losses";
 
   // The row kept in shared memory ([Note: the row in shared memory]): bitwise the same outputs.
   const std::size_t cache_bytes = ce::row_cache_bytes<T, kVec>(V);
-  std::vector<T> s_probs = guarded(nan), s_fused = guarded(logits);
+  std::vector<T> s_probs = guarded(nan, sentinel), s_fused = guarded(logits, sentinel);
   std::vector<float> s_losses(static_cast<std::size_t>(N), NAN), s_losses2 = s_losses;
   simt::launch(grid, ce::kThreads, cache_bytes, ce::softmax_ce_kernel<ce::Output::kProbs, T, kVec, true>,
                s_losses.data(), s_probs.data(), logits.data(), targets.data(), Vp, V, 0.0f);
   simt::launch(grid, ce::kThreads, cache_bytes, ce::softmax_ce_kernel<ce::Output::kGradient, T, kVec, true>,
                s_losses2.data(), s_fused.data(), s_fused.data(), targets.data(), Vp, V, dloss);
-  guard_kept(s_probs, "probs, row in shared memory");
-  guard_kept(s_fused, "fused dlogits, row in shared memory");
+  EXPECT_TRUE(guard_kept(s_probs, logits.size(), sentinel)) << "probs, row in shared memory";
+  EXPECT_TRUE(guard_kept(s_fused, logits.size(), sentinel)) << "fused dlogits, row in shared memory";
   EXPECT_TRUE(bitwise_equal(s_probs, g_probs)) << "probs, row in shared memory";
   EXPECT_TRUE(bitwise_equal(s_fused, g_fused)) << "fused dlogits, row in shared memory";
   EXPECT_TRUE(bitwise_equal(s_losses, g_losses) && bitwise_equal(s_losses2, g_losses2))

@@ -104,23 +104,17 @@ void dropout_case(Rng& rng, std::int64_t B, std::int64_t N) {
                                     << " N=" << N << " kVec=" << kVec);
   const DropoutSpec spec{0.3f, /*seed=*/12345, /*site=*/9, /*first_sample=*/(std::int64_t{1} << 33) + 3};
   std::vector<T> in = device_values<T>(rng.normal(B * N)), ref(in.size());
-  // A guard past the last sample, NaN as the output starts: a thread that writes past its sample's
-  // end (into the next sample, whose own thread then writes it right, or past the buffer) leaves
-  // a mark there.
-  constexpr std::int64_t kGuard = 64;
-  std::vector<T> out = device_values<T>(std::vector<float>(in.size() + kGuard, NAN));
+  // NaN as the output starts, with a guard past the last sample (emulation_util.h's guarded).
+  const T nan = device_values<T>(std::vector<float>{NAN})[0];
+  std::vector<T> out = guarded(in.size(), nan);
   const Shape bn{B, N};
   cpu::dropout_forward(reference_ctx(), TensorView{ref.data(), dtype_of<T>(), Device::kCPU, bn},
                        TensorView{in.data(), dtype_of<T>(), Device::kCPU, bn}, spec);
   constexpr int kPer = cd::dropout::kElementsPerThread<kVec>;
   simt::launch(blocks_for(B * ((N + kPer - 1) / kPer)), kThreads, 0, cd::dropout::apply_mask<T, kVec>, out.data(),
                static_cast<const T*>(in.data()), B, N, cd::mask_params(spec));
-  std::vector<float> got = host_values(out);
-  for (std::int64_t i = B * N; i < B * N + kGuard; ++i) {
-    ASSERT_TRUE(std::isnan(got[static_cast<std::size_t>(i)])) << "written past the last sample at " << i;
-  }
-  got.resize(in.size());
-  EXPECT_TRUE(bitwise_equal(got, host_values(ref)));
+  ASSERT_TRUE(guard_kept(out, in.size(), nan));
+  EXPECT_TRUE(bitwise_equal(host_values(out), host_values(ref)));
 }
 
 TEST(ElementwiseEmulation, DropoutMatchesCpuBitwise) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -41,6 +42,32 @@ inline std::vector<float> host_values(const std::vector<T>& x) {
 template <typename T>
 constexpr DType dtype_of() {
   return std::is_same_v<T, float> ? DType::kF32 : DType::kBF16;
+}
+
+// A kernel's output buffer with a guard past its `n` elements, every element `fill` (NaN, or a
+// sentinel): a write past the output (into the next row, which its own block then writes right, or
+// past the buffer, found otherwise only where glibc noticed the heap's damage) leaves a mark there.
+inline constexpr std::size_t kGuardElements = 64;
+template <typename T>
+std::vector<T> guarded(std::size_t n, T fill) {
+  return std::vector<T>(n + kGuardElements, fill);
+}
+template <typename T>
+std::vector<T> guarded(std::vector<T> v, T fill) {
+  v.resize(v.size() + kGuardElements, fill);
+  return v;
+}
+// Whether the guard past `n` elements still holds `fill` bit for bit; `v` trimmed to them.
+template <typename T>
+::testing::AssertionResult guard_kept(std::vector<T>& v, std::size_t n, T fill) {
+  for (std::size_t i = n; i < v.size(); ++i) {
+    if (std::memcmp(&v[i], &fill, sizeof(T)) != 0) {
+      v.resize(n);
+      return ::testing::AssertionFailure() << "written past the output's " << n << " elements, at " << i;
+    }
+  }
+  v.resize(n);
+  return ::testing::AssertionSuccess();
 }
 
 // fp32: normwise 1e-5 (fp32 sums in another order); BF16: also per element within 2^-7 of the

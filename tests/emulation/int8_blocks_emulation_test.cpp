@@ -55,17 +55,12 @@ void run_size(Rng& rng, std::int64_t n) {
   std::vector<float> widened = src_values;
   cpu::quantize_int8_blocks(reference_ctx(), TensorView{widened.data(), DType::kF32, Device::kCPU, Shape{n}},
                             TensorView{want.data(), DType::kI32, Device::kCPU, Shape{words}});
-  // Garbage the kernel must cover, and a guard past the packed words it must leave (a code written
-  // past them corrupted the heap, found only when glibc noticed).
-  constexpr std::int64_t kGuard = 16;
-  std::vector<std::int32_t> got(static_cast<std::size_t>(words + kGuard), 0x5a5a5a5a);
+  // Garbage the kernel must cover, and a guard past the packed words it must leave (emulation_util.h).
+  std::vector<std::int32_t> got = guarded(static_cast<std::size_t>(words), std::int32_t{0x5a5a5a5a});
   auto* scales = reinterpret_cast<float*>(got.data());
   auto* codes = reinterpret_cast<std::int8_t*>(scales + blocks);
   simt::launch(dim3(2), q::kThreads, 0, q::quantize<T>, scales, codes, src.data(), n);
-  for (std::int64_t w = words; w < words + kGuard; ++w) {
-    ASSERT_EQ(got[static_cast<std::size_t>(w)], 0x5a5a5a5a) << "written past the packed words at word " << w;
-  }
-  got.resize(static_cast<std::size_t>(words));
+  ASSERT_TRUE(guard_kept(got, static_cast<std::size_t>(words), std::int32_t{0x5a5a5a5a}));
   EXPECT_TRUE(bitwise_equal(got, want)) << "packed words";
 
   const TensorView packed{want.data(), DType::kI32, Device::kCPU, Shape{words}};

@@ -1,5 +1,6 @@
 // The progress line's time left (readable_duration): seconds, then minutes and seconds, hours and
-// minutes, and days, each unit's remainder in the next one down.
+// minutes, and days, each unit's remainder in the next one down; the time it is given
+// (time_left_s) at this process's pace, also after a resume.
 #include <gtest/gtest.h>
 
 #include "engine/app/trainer/run_report.h"
@@ -17,6 +18,13 @@ TEST(ReadableDuration, EachRangeInItsUnits) {
   EXPECT_EQ(readable_duration(3 * 3600 + 5 * 60 + 7), "3h05m");
   EXPECT_EQ(readable_duration(47 * 3600 + 59 * 60 + 59), "47h59m");
   EXPECT_EQ(readable_duration(396942), "4.6d");
+}
+
+TEST(TimeLeft, AtThisProcesssPaceAlsoAfterAResume) {
+  EXPECT_DOUBLE_EQ(time_left_s(10.0, 0, 10, 100), 90.0);  // 1 s a step, 90 steps to go
+  // Resumed at step 900: 10 steps in 10 s, not 910 (which said 0.1 s for the 90 left).
+  EXPECT_DOUBLE_EQ(time_left_s(10.0, 900, 910, 1000), 90.0);
+  EXPECT_DOUBLE_EQ(time_left_s(3.0, 40, 41, 41), 0.0);  // the last step
 }
 
 }  // namespace

@@ -21,6 +21,10 @@ StepMeter::StepMeter(TrainerState& s)
       bytes_in_group_before(s.hybrid_comm() != nullptr ? s.hybrid_comm()->group().bytes_sent() : 0),
       wait_seconds_before(comm_wait_seconds()) {}
 
+double time_left_s(double elapsed_s, int start_step, int step, int max_steps) {
+  return elapsed_s / (step - start_step) * (max_steps - step);
+}
+
 std::string readable_duration(double seconds) {
   const auto s = static_cast<std::int64_t>(std::llround(std::max(0.0, seconds)));
   if (s < 120) return fmt::format("{}s", s);
@@ -84,7 +88,7 @@ void report_step(TrainerState& s, const RunProgress& run, int step, const StepRe
     record["comm_bytes_across_groups"] = record["comm_bytes_sent"].get<std::int64_t>() - bytes_in_group;
   }
   s.log(record);
-  const double eta_s = elapsed_s / (step - run.start_step) * (c.train.max_steps - step);
+  const double eta_s = time_left_s(elapsed_s, run.start_step, step, c.train.max_steps);
   s.progress.step(step, c.train.max_steps,
                   fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | "
                               "eta {} | mem {}",

@@ -43,4 +43,9 @@ void report_summary(TrainerState& s, const TrainSummary& summary);
 // ("3h12m") and days ("4.6d"), as a reader takes in at a glance ("396942s" was 4.6 days).
 std::string readable_duration(double seconds);
 
+// The time left at `step` of `max_steps`, at this process's pace: `elapsed_s` since its first
+// step, `start_step` (the checkpoint's, 0 for a fresh run) to `step`. A resumed run's earlier steps
+// are not this process's, so they do not shorten its pace.
+double time_left_s(double elapsed_s, int start_step, int step, int max_steps);
+
 }  // namespace zt

@@ -8,7 +8,8 @@ with a pack built from uncommitted sources, and with a pack of another commit th
 that matches gets past every check (to the carried packages, absent here); a set-up that runs late
 comes out of the first phase's budget and the call ends by its limit, the next phase's step still
 running within its deadline; a step that fails fails the session, the warm compile stops before a
-timed phase, and an $OUT already full gets no compile cache. Needs no GPU.
+timed phase, an $OUT already full gets no compile cache, and a step its phase leaves under 10 s
+is skipped without starting. Needs no GPU.
 
 usage: gpu_session_test.py REPO_ROOT
 """
@@ -105,13 +106,15 @@ exec {python} "$@"
 def failing_steps_and_the_warm_compile(check, tree, work, sources, on_h100):
     """A step that fails (not one skipped for want of time) fails the session; the max-autotune warm
     compile is stopped before the timed phase begins (it would share the GPU with it); an $OUT that
-    already holds the 8 files a call brings back gets no compile cache in a ninth."""
+    already holds the 8 files a call brings back gets no compile cache in a ninth; a step its phase
+    leaves under 10 s is skipped without starting."""
     python = os.path.join(work, "failing_python")
     with open(python, "w") as f:
         f.write("""#!/bin/sh
 case "$*" in
   *--warm-only*) exec sleep 100 ;;
   *tools/bench_gpu.py*|*tools/llmc_interop.py*) echo failed >&2; exit 1 ;;
+  *tools/bench_sampling.py*) touch "$(dirname "$0")/sampling_ran"; exit 0 ;;
 esac
 exec /usr/bin/python3 "$@"
 """)
@@ -121,7 +124,7 @@ exec /usr/bin/python3 "$@"
     os.makedirs(out)
     for k in range(5):  # with session.txt and the two phases' logs: 8
         open(os.path.join(out, f"earlier_{k}.json"), "w").close()
-    rc, text, _ = session(tree, out, "--limit", "200", "--warm-autotune", "bench=60", "llmc=30",
+    rc, text, _ = session(tree, out, "--limit", "200", "--warm-autotune", "bench=60", "llmc=30", "sampling=8",
                           env=dict(on_h100, ZT_SESSION_PYTHON=python, ZT_COMMIT="a" * 40, ZT_KERNEL_BASELINE="none"))
     lines = text.splitlines()
     check(rc == 1 and "session: some steps FAILED" in text and any("llmc_interop: FAILED (exit 1)" in x for x in lines),
@@ -130,6 +133,10 @@ exec /usr/bin/python3 "$@"
     bench = [i for i, x in enumerate(lines) if x.startswith("phase bench (")]
     check(stopped and bench and stopped[0] < bench[0], f"the warm compile stops before the timed phase ({stopped}, {bench})")
     check("already holds the 8 files" in text, f"no compile cache into a ninth file ({text[-300:]})")
+    # A step left under 10 s of its phase is skipped, not started to be killed by its timeout.
+    check(any("bench_sampling: skipped (the phase's budget is spent)" in x for x in lines)
+          and not os.path.exists(os.path.join(work, "sampling_ran")),
+          f"a step with under 10 s left: skipped, never started ({[x for x in lines if 'sampling' in x]})")
 
 
 def main():

@@ -6,13 +6,28 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "engine/app/data/vocab_tokenizer_json.h"
 #include "engine/app/io/json_file.h"
+#include "engine/base/core/check.h"
 
 namespace zt::data {
+
+void copy_tokenizer_files(const std::string& tokenizer, const std::string& dir) {
+  if (tokenizer.empty()) return;
+  const std::filesystem::path src(tokenizer), to(dir);
+  for (std::size_t i = 0; i < std::size(kTokenizerFiles); ++i) {
+    const char* f = kTokenizerFiles[i];
+    const std::filesystem::path from = i == 0 ? src : src.parent_path() / f;  // tokenizer.json: the one named
+    if (i > 0 && !std::filesystem::exists(from)) continue;
+    std::error_code ec;
+    std::filesystem::copy_file(from, to / f, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) throw_input_error("cannot copy {} into the run directory {}: {}", from.string(), dir, ec.message());
+  }
+}
 
 TokenText TokenText::from_dir(const std::string& dir) {
   const std::filesystem::path d(dir);

@@ -20,6 +20,11 @@ namespace zt::data {
 // its tokenizer, and ckpt export copies the run's into its folder.
 inline constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
 
+// `tokenizer` (a tokenizer.json; nothing where empty) as dir/tokenizer.json, and the other
+// kTokenizerFiles lying beside it into `dir`: a run's directory, where sample reads them and ckpt
+// export copies them from. InputError naming the file that cannot be copied.
+void copy_tokenizer_files(const std::string& tokenizer, const std::string& dir);
+
 class TokenText {
  public:
   TokenText() = default;

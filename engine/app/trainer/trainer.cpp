@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <iterator>
 #include <map>
 #include <numeric>
 #include <thread>
@@ -38,22 +37,6 @@
 namespace zt {
 
 namespace {
-
-// The run's tokenizer as tokenizer.json, and the other tokenizer files lying beside it
-// (data::kTokenizerFiles), into the run directory: sample reads them there, and ckpt export copies
-// them into a Hugging Face folder.
-void copy_tokenizer_files(const std::string& tokenizer, const std::string& run_dir) {
-  if (tokenizer.empty()) return;
-  const std::filesystem::path src(tokenizer), dir(run_dir);
-  for (std::size_t i = 0; i < std::size(data::kTokenizerFiles); ++i) {
-    const char* f = data::kTokenizerFiles[i];
-    const std::filesystem::path from = i == 0 ? src : src.parent_path() / f;  // tokenizer.json: the one named
-    if (i > 0 && !std::filesystem::exists(from)) continue;
-    std::error_code ec;
-    std::filesystem::copy_file(from, dir / f, std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) throw_input_error("cannot copy {} into the run directory {}: {}", from.string(), run_dir, ec.message());
-  }
-}
 
 // The evaluation and sample due after `step`; false when a stop request ended one (the sample
 // then waits for the resume too).
@@ -211,7 +194,7 @@ TrainSummary Trainer::run() {
   if (s.root) {
     ckpt::write_file_atomically(run_dir_ + "/config.json", c.run_file_json().dump(2) + "\n");
     if (s.data.vocab()) s.data.vocab()->save(run_dir_ + "/vocab.json");
-    copy_tokenizer_files(s.data.tokenizer_path(), run_dir_);
+    data::copy_tokenizer_files(s.data.tokenizer_path(), run_dir_);
   }
   if (resume_checkpoint_.empty()) report_setup_memory(s);  // the weights' set-up: random or init_from
   run.summary.unigram_entropy_nats = s.data.unigram_entropy_nats();

@@ -6,8 +6,10 @@ metrics.jsonl was synced before each checkpoint folder's commit (the rename of .
 file renamed unsynced can be empty after a power loss under the name its folder's other files
 agree with (a run's vocab.json beside a good checkpoint; a prepared dataset's).
 
-Covers `prepare`, `train` (config.json, vocab.json, the checkpoints, latest, final.safetensors)
-and `ckpt export --format hf`.
+Covers `prepare`, `train` (config.json, vocab.json, the checkpoints, latest, final.safetensors;
+the files written into a checkpoint's temporary folder synced before its commit, also by
+`checkpoint.async`'s writer thread), a resume's rewrite of metrics.jsonl, and `ckpt export` to
+Hugging Face and llm.c.
 
 usage: durability_test.py PATH/TO/zerotrain    (exit 77, skipped, without strace)
 """
@@ -64,6 +66,8 @@ def unsynced_renames(calls):
     synced after them before the process ended (the new name itself is then lost to a power loss)."""
     open_fds = {}  # fd -> path
     synced, written = set(), set()
+    # The commit of .tmp-step_N: every file written into it (the rank files, which take no
+    # rename of their own, and the manifest) synced before the folder takes its name.
     metrics_synced = False
     bad, commits = [], []
     folder_unsynced = {}  # folder -> the renames into it since its last fsync
@@ -95,6 +99,8 @@ def unsynced_renames(calls):
             folder_unsynced.setdefault(os.path.dirname(target), []).append(target)
             if os.path.basename(source).startswith(".tmp-step_"):
                 commits.append((target, metrics_synced))
+                bad += [f"{path} (unsynced when its folder {source} was committed)" for path in sorted(written)
+                        if path.startswith(source + os.sep) and path not in synced]
             elif source in written and source not in synced:
                 bad.append(f"{source} -> {target}")
     bad += [f"{target} (its folder not synced after the rename)" for renamed in folder_unsynced.values()
@@ -133,6 +139,32 @@ def main():
     checks.check(len(commits) == 3 and all(ok for _, ok in commits),
                  f"metrics.jsonl is synced before each checkpoint commits ({commits})")
 
+    # Saving in the background (checkpoint.async): the writer thread's rank files synced before each
+    # commit, as a synchronous save's. Then its resume from step 2, whose metrics.jsonl held step
+    # 3's record: the log is rewritten without it (a staged file renamed over it), synced, and its
+    # folder after the rename.
+    with open(config) as f:
+        settings = json.load(f)
+    settings["checkpoint"] = {"every_steps": 2, "async": True}
+    config_async = os.path.join(work, "config_async.json")
+    with open(config_async, "w") as f:
+        json.dump(settings, f)
+    run_async = os.path.join(work, "run_async")
+    p, calls = traced(work, "train_async", [binary, "train", "--config", config_async, "--run-dir", run_async])
+    bad, commits = unsynced_renames(calls)
+    checks.check(p.returncode == 0 and len(commits) == 1 and not bad,
+                 f"an asynchronous save syncs its rank file and manifest before the commit (commits: {commits}; "
+                 f"unsynced: {bad}; {p.stderr.strip()[-200:]})")
+    p, calls = traced(work, "resume", [binary, "train", "--config", config_async, "--run-dir", run_async,
+                                       "--resume", "latest"])
+    bad, _ = unsynced_renames(calls)
+    metrics = os.path.join(run_async, "metrics.jsonl")
+    rewritten = [c for c in calls if c[0].startswith("rename") and c[2] == 0
+                 and os.path.abspath(paths_in(c[1])[-1]) == os.path.abspath(metrics)]
+    checks.check(p.returncode == 0 and len(rewritten) == 1 and not bad,
+                 f"a resume rewrites metrics.jsonl past its checkpoint synced, its folder after (renames onto it: "
+                 f"{len(rewritten)}; unsynced: {bad}; {p.stderr.strip()[-200:]})")
+
     out = os.path.join(work, "hf")
     p, calls = traced(work, "export", [binary, "ckpt", "export", os.path.join(run, "checkpoints"), "--format", "hf",
                                        "--out", out])
@@ -145,6 +177,15 @@ def main():
     checks.check(p.returncode == 0 and os.path.exists(os.path.join(out, "tokenizer.json")) and not bad and
                  staged <= renamed, f"an HF export syncs every file it stages, and the folder after (renamed: "
                                     f"{sorted(renamed)}; unsynced: {bad}; {p.stderr.strip()[-200:]})")
+
+    out = os.path.join(work, "model.bin")
+    p, calls = traced(work, "export_llmc", [binary, "ckpt", "export", os.path.join(run, "checkpoints"), "--format",
+                                            "llmc", "--out", out])
+    bad, _ = unsynced_renames(calls)
+    renamed = [paths_in(args)[-1] for call, args, result in calls if call.startswith("rename") and result == 0]
+    checks.check(p.returncode == 0 and os.path.exists(out) and any(os.path.abspath(r) == out for r in renamed)
+                 and not bad, f"an llm.c export syncs its file before its rename, the folder after (renamed: "
+                              f"{renamed}; unsynced: {bad}; {p.stderr.strip()[-200:]})")
     return checks.finish()
 
 

@@ -65,6 +65,13 @@ TEST(LlmcModelFile, DimensionsPastTheModelKeysRangesAreRefusedFromTheHeader) {
   const std::int64_t elements = ((std::int64_t{1} << 24) + 64 + C) * C + 1024 * (12 * C * C + 13 * C) + 2 * C;
   EXPECT_NE(error.find(fmt::format("needs {}", 1024 + 4 * elements)), std::string::npos) << error;
   EXPECT_EQ(llmc_read_error(write_llmc("model_fine.bin", fine, 0)).find("dimensions"), std::string::npos);
+  // A padded vocabulary below the vocabulary, in a file of the size its header gives: read, its
+  // tensors would lie at offsets shifted from a real file's (the weights loaded wrong, exit 0).
+  const LlmcModelHeader short_padding{16, 10, 2, 2, 8, 9, DType::kF32};
+  const std::int64_t short_elements = (9 + 16) * 8 + 2 * (12 * 8 * 8 + 13 * 8) + 2 * 8;
+  EXPECT_NE(llmc_read_error(write_llmc("model_short_padding.bin", short_padding, 4 * short_elements))
+                .find("dimensions out of range"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -161,6 +161,12 @@ TEST(TokenCorpus, ATokenOverTheVocabularyIsFoundWhenReadNamingItsShard) {
         c.read_window({1, 20}, T, in.data(), tg.data());
       },
       {dir + "/train_001.bin", "token 3999 at position 25", "vocabulary (size 100)"});
+  // Tokens 17..25: the bad token only as the window's last target, which no input reads.
+  expect_input_error(
+      [&] {
+        c.read_window({1, 17}, T, in.data(), tg.data());
+      },
+      {dir + "/train_001.bin", "token 3999 at position 25"});
   expect_input_error(
       [&] {
         check_samples(c, {SampleOrder::kSequential, 0, kTrainStream}, T, 0, 8);

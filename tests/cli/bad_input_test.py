@@ -529,6 +529,32 @@ def main():
           f"\n    stderr: {proc.stderr.strip()[-200:]}")
     if not ok:
         failures.append("sample --vocab larger than the model's")
+    # More that a trained run refuses before its weights load, each at its boundary: a --temperature
+    # under 0.001 (the logits' scale 1/T overflows a float: 1e-50 drew one token over and over), a
+    # --vocab of one token more than the model's 65, and eval --tokens of a file one token short of
+    # a window (8 positions and the next token).
+    vocab66 = config_file("vocab66.json", {"format": "zerotrain-vocab", "kind": "char", "version": 1,
+                                           "tokens": [chr(0x100 + i) for i in range(66)]})
+    short = os.path.join(work, "short.bin")  # 8 raw uint16 tokens
+    with open(short, "wb") as f:
+        f.write(bytes(16))
+    own = run_dir + "_own"
+    for what, argv, said in (
+            ("sample: --temperature 1e-50", ["sample", "--run", own, "--temperature", "1e-50"],
+             "--temperature must be 0 (greedy) or a number in [0.001, 100] (got '1e-50')"),
+            ("sample: --temperature 0.0009", ["sample", "--run", own, "--temperature", "0.0009"],
+             "(got '0.0009')"),
+            ("sample: --vocab one past", ["sample", "--run", own, "--vocab", vocab66],
+             "has 66 tokens, more than the model's vocabulary of 65"),
+            ("eval: --tokens without a window", ["eval", "--run", own, "--tokens", short, "--seq-len", "8"],
+             "no window of 9 tokens (--seq-len 8 and its next token)")):
+        proc = subprocess.run([binary, *argv, "--tokens", "2"] if argv[0] == "sample" else [binary, *argv],
+                              capture_output=True, text=True, timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        ok = proc.returncode == 2 and len(lines) == 1 and said in lines[0] and proc.stdout == ""
+        print(f"{what:<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}\n    stderr: {proc.stderr.strip()[-200:]}")
+        if not ok:
+            failures.append(what)
     # A log.sample_prompt that data.vocab_file's vocabulary cannot encode: named as that file (it
     # said "the dataset's vocabulary" of an embedded run, and left the key out of its sources).
     proc = subprocess.run([binary, "train", "--config", config_file("vf65.json", with_model(vocab_size=65)),

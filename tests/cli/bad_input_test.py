@@ -10,6 +10,7 @@ import os
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -112,7 +113,6 @@ def main():
 
     # Data files: a token file with a bad magic, one shorter than its header says, and an
     # out-of-range token, each refused when training opens it.
-    import struct
     def token_file(name, magic=20240520, count=100, actual=100, token=1):
         path = os.path.join(work, name)
         with open(path, "wb") as f:
@@ -555,6 +555,28 @@ def main():
         print(f"{what:<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}\n    stderr: {proc.stderr.strip()[-200:]}")
         if not ok:
             failures.append(what)
+    # eval --choices (llm.c's eval file) whose longest example fills the model's 8 positions: scored;
+    # one position more: refused before the weights load, naming the file.
+    def choice_file(name, context_tokens):
+        words = [65535, 0, 0, 0, 2, context_tokens, *range(1, context_tokens + 1), 4, 5, 6, 7, 8, 4, 8, 7, 6, 5]
+        words[1] = 2 * len(words)
+        path = os.path.join(work, name)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<256i", 20240522, 1, 1, words[1], *([0] * 252)))
+            f.write(struct.pack(f"<{len(words)}H", *words))
+        return path
+    fills, over = choice_file("fills.bin", 5), choice_file("over.bin", 6)  # inputs of 5 + 4 - 1 and 6 + 4 - 1
+    scored = subprocess.run([binary, "eval", "--run", own, "--choices", fills], capture_output=True, text=True,
+                            timeout=120)
+    refused = subprocess.run([binary, "eval", "--run", own, "--choices", over], capture_output=True, text=True,
+                             timeout=120)
+    lines = refused.stderr.strip().splitlines()
+    ok = (scored.returncode == 0 and refused.returncode == 2 and len(lines) == 1 and
+          f"--choices {over}: its longest example needs 9 positions, over the model's 8" in lines[0])
+    print(f"{'eval: --choices at block_size':<32} exit={scored.returncode}/{refused.returncode}  "
+          f"{'OK' if ok else 'FAIL'}\n    stderr: {scored.stderr.strip()[-200:]} {refused.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("eval --choices at the model's positions")
     # A log.sample_prompt that data.vocab_file's vocabulary cannot encode: named as that file (it
     # said "the dataset's vocabulary" of an embedded run, and left the key out of its sources).
     proc = subprocess.run([binary, "train", "--config", config_file("vf65.json", with_model(vocab_size=65)),

@@ -162,5 +162,23 @@ TEST(ChoiceEval, ScoresAsEachRowAloneAtEveryBatching) {
   }
 }
 
+// Completions of equal loss: the earliest is the model's choice, as llm.c's argmin takes it. Equal
+// to the bit where every completion is the same tokens and each row runs in a forward of its own.
+TEST(ChoiceEval, ATieGoesToTheEarlierCompletion) {
+  const json gpt = {{"n_layer", 1}, {"n_head", 2}, {"n_embd", 16}, {"block_size", 16}, {"vocab_size", 60}};
+  ScoringSetup s(gpt);
+  std::vector<data::ChoiceExample> tied(2);
+  tied[0].context = {3, 14, 15};
+  tied[0].completions = {{9, 26}, {9, 26}, {9, 26}};
+  tied[1].context = {27, 18};
+  tied[1].completions = {{28, 1, 8}, {28, 1, 8}};
+  const data::ChoiceFile f = write_and_load(tied, 60, "tie");  // both labelled 0
+  const ChoiceScore score = score_choices(
+      f, plan_choices(f, s.comm.world_size(), 1, 16), [&](int rows, int seq_len) { return s.build(rows, seq_len); },
+      s.store, s.comm);
+  EXPECT_EQ(score.examples, 2);
+  EXPECT_EQ(score.correct, 2) << "a tie went to a later completion";
+}
+
 }  // namespace
 }  // namespace zt

@@ -10,7 +10,8 @@
     the memory check before it trains;
   * a config whose own micro-batch does not divide its global batch at N is planned all the same
     (the search sets it) and says so; a CUDA config ranked by a CPU profile is warned of;
-  * step times of minutes are printed in minutes;
+  * step times of minutes are printed in minutes; --top 1 prints one row; the best line reads
+    back through the shell's quoting; --cross-link-gbps and --ranks-per-node default as said;
   * a budget nothing fits, a bad size and a missing profile are refused in one line.
 The estimate against measured step times at N = 1, 2, 4 is tools/bench_planner.py's (a benchmark).
 
@@ -217,6 +218,9 @@ def main():
     row = [line.split() for line in p.stdout.splitlines() if line.strip().startswith("1 ")]
     check(p.returncode == 0 and row and row[0][-1].endswith("min") and 10 < float(row[0][-1][:-3]) < 600,
           f"a step of minutes is printed in minutes ({row[:1]})")
+    second = [line for line in p.stdout.splitlines() if line.strip().startswith("2 ")]
+    check(p.returncode == 0 and row and ", 1920 fit" in p.stdout and not second,
+          f"--top 1 prints one row ({second[:1]}; {p.stdout[-300:]})")
 
     # Without --profile, from another working directory: the committed profile of the repository
     # whose build/ holds the binary (it was looked for in the working directory only).
@@ -227,15 +231,18 @@ def main():
           f"plan finds the repository's profile from another directory (exit {p.returncode}: {p.stderr.strip()[-200:]})")
 
     # The best line pastes back as the arguments it was: a config path with a space and a --set
-    # value with quotes and a `;` come quoted for the shell (they came raw: the path split in two,
+    # value with quotes (double and single) and a `;` come quoted for the shell (they came raw: the path split in two,
     # and the `;` would have run what followed it).
     spaced = os.path.join(work, "my config.json")
     shutil.copy(config, spaced)
-    prompt = 'log.sample_prompt=say "hi"; rm -rf x'
+    prompt = 'log.sample_prompt=say "hi"; it\'s; rm -rf x'
     p = subprocess.run([binary, "plan", "--config", spaced, "--ranks", "1", "--device-memory", "1TB", "--profile",
                         PROFILE, "--set", prompt], capture_output=True, text=True, timeout=300)
     best_line = [line[len("best: "):] for line in p.stdout.splitlines() if line.startswith("best: ")]
-    argv = shlex.split(best_line[0]) if best_line else []
+    try:
+        argv = shlex.split(best_line[0]) if best_line else []
+    except ValueError:  # quoting the shell cannot read back
+        argv = []
     # From the binary's own folder the line names ./zerotrain (a bare name would be looked up on PATH).
     here = subprocess.run([binary, "plan", "--config", spaced, "--ranks", "1", "--device-memory", "1TB", "--profile",
                            PROFILE], capture_output=True, text=True, timeout=300, cwd=os.path.dirname(binary))
@@ -464,6 +471,21 @@ def main():
                        capture_output=True, text=True, timeout=300)
     check(t.returncode == 2 and "(train.micro_batch = 65537 splits it: grad_accum 3)" in t.stderr,
           f"the split named is one the config takes ({t.stderr.strip()[-300:]})")
+    # The defaults the help states: --cross-link-gbps is --link-gbps's, --ranks-per-node is --ranks
+    # (one node), so each choice's times equal those with the flag at that value and differ at
+    # another (configs/tiny.json at 4 ranks in hybrid groups of 2).
+    def times(*extra):
+        p = subprocess.run([binary, "plan", "--config", os.path.join(ROOT, "configs", "tiny.json"), "--ranks", "4",
+                            "--device-memory", "1TB", "--profile", PROFILE, "--json", "--set", "zero.shard_group_size=2",
+                            *extra], capture_output=True, text=True, timeout=300)
+        return [(c["sets"], c["comm_s"], c["compute_s"]) for c in json.loads(p.stdout)["fitting"]] if p.returncode == 0 else []
+    slow = times("--link-gbps", "1")
+    check(slow and slow == times("--link-gbps", "1", "--cross-link-gbps", "1") and
+          slow != times("--link-gbps", "1", "--cross-link-gbps", "10"), "--cross-link-gbps defaults to --link-gbps")
+    one_node = times()
+    check(one_node and one_node == times("--ranks-per-node", "4") and one_node != times("--ranks-per-node", "1"),
+          "--ranks-per-node defaults to --ranks")
+
     # --cores-per-node takes a container's fractional CPU quota, as its help says (0.5 was refused).
     half = plan("1TB", "--cores-per-node", "0.5", "--top", "1")
     check(half.returncode == 0, f"half a core per node plans ({half.stderr.strip()})")

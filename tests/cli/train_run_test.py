@@ -731,7 +731,7 @@ def main():
 
     summary = records(run_g)[-1]
     check(summary["type"] == "summary" and summary["first_loss"] is None and summary["last_loss"] is None
-          and summary["first_step"] == 0 and "no step in this run" in p.stdout,
+          and summary["first_step"] == 0 and summary["last_step"] == 0 and "no step in this run" in p.stdout,
           f"a finished run resumed reports no losses rather than zeros ({summary})")
 
     # Truthful resumes: a mid-run resume labels its losses with their steps; a config that changes

@@ -167,8 +167,9 @@ def main():
                      "--set", "train.max_steps=1", "--set", "train.eval_batches=100", "--set", "checkpoint.every_steps=0")
     checks.check(p.returncode == 0 and "note: an evaluation reads" in p.stdout and "repeat a window" in p.stdout,
                  f"an evaluation larger than the validation split is noted ({p.stdout[-300:]} {p.stderr[-200:]})")
-    # ... in random order too; and a shard too short for a window, whose tokens nothing reads.
-    write_llmc(os.path.join(work, "short_000001.bin"), train[:20])
+    # ... in random order too; and a shard too short for a window, whose tokens nothing reads (32
+    # tokens: one short of a window of seq_len 32 and its next token).
+    write_llmc(os.path.join(work, "short_000001.bin"), train[:32])
     _, p = train_run("short_shard", 1, "--set", f"data.val_files={small_val}", "--set",
                      f"data.train_files=[\"{shards}/shakespeare_train_*.bin\", \"{work}/short_000001.bin\"]",
                      "--set", "train.max_steps=1", "--set", "train.eval_batches=1000", "--set", "checkpoint.every_steps=0")

@@ -15,7 +15,8 @@
   * a stop request during a background write saves the stop's checkpoint after it, exits 0 and resumes;
   * a save that fails in the background (its temporary directory removed under it) stops the run at
     the step boundary that finishes it, on every rank, with one line naming the step, after training
-    went on past it; the earlier checkpoint stays `latest`.
+    went on past it; the earlier checkpoint stays `latest`; under hybrid sharding the ranks that
+    write no file say it too.
 
 usage: async_save_test.py --zerotrain PATH [-- MPIRUN FLAGS...]   (without mpirun: 1-process cases)
 """
@@ -268,6 +269,30 @@ def main():
     with open(os.path.join(folder, "latest")) as f:
         check(f.read().strip() == "step_00000100", f"{name}: latest still names step_00000100")
     check(not os.path.exists(os.path.join(folder, "step_00000200")), f"{name}: no step_00000200 appeared")
+
+    # The same under hybrid sharding (4 ranks in groups of 2): group 0 writes the files, and the
+    # ranks of group 1, which write none, learn the failure at the same step boundary and say it,
+    # rather than training on until the launcher stops them inside a collective.
+    if mpirun:
+        name = "hybrid, 4 ranks: a save failing in the background"
+        run_dir = os.path.join(work, "failing_hybrid")
+        hybrid = deep_merge(LONG, {"checkpoint": {"async": True}, "zero": {"stage": 3, "shard_group_size": 2}})
+        proc = subprocess.Popen(mpirun + ["-np", "4", args.zerotrain, "train", "--config", config_file(hybrid),
+                                          "--run-dir", run_dir], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**env, "ZT_TEST_CHECKPOINT_PAUSE_MS": "1000"})
+        temp = os.path.join(run_dir, "checkpoints", ".tmp-step_00000200")
+        if wait_until(lambda: os.path.exists(os.path.join(temp, "rank_00001.bin")) and
+                      os.path.getsize(os.path.join(temp, "rank_00001.bin")) > 0):
+            shutil.rmtree(temp, ignore_errors=True)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        said = [line for line in err.splitlines() if "checkpoint at step 200 not saved" in line]
+        check(proc.returncode != 0 and len(said) == 4 and sum("failed in rank group 0" in s for s in said) == 2,
+              f"{name}: every rank stops naming the save, group 1's as group 0's failure (exit {proc.returncode}: "
+              f"{err[-600:]})")
     return checks.finish()
 
 

@@ -555,6 +555,27 @@ def main():
         print(f"{what:<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}\n    stderr: {proc.stderr.strip()[-200:]}")
         if not ok:
             failures.append(what)
+    # A --tokenizer of 66 characters (a run's export: ids 0-65 for '!' to 'b') on the model of 65: a
+    # prompt of its token 64 samples, one of token 65 is refused (its row is past the table).
+    with open(os.path.join(work, "t66.txt"), "w") as f:
+        f.write("".join(chr(0x21 + i) for i in range(66)) * 300)
+    subprocess.run([binary, "prepare", "--text", os.path.join(work, "t66.txt"), "--out", os.path.join(work, "ds66")],
+                   capture_output=True, timeout=120)
+    subprocess.run([binary, "train", "--config", config_file("c66.json", with_model(vocab_size=66)), "--run-dir",
+                    run_dir + "_66", "--set", f"data.dataset={os.path.join(work, 'ds66')}", "--set", "train.max_steps=1",
+                    "--set", "checkpoint.at_end=true", "--set", "log.sample_tokens=0"], capture_output=True, timeout=120)
+    subprocess.run([binary, "ckpt", "export", os.path.join(run_dir + "_66", "checkpoints"), "--format", "hf", "--out",
+                    os.path.join(work, "hf66")], capture_output=True, timeout=120)
+    t66 = os.path.join(work, "hf66", "tokenizer.json")
+    last, past = (subprocess.run([binary, "sample", "--run", own, "--tokenizer", t66, "--prompt", prompt, "--tokens", "2"],
+                                 capture_output=True, text=True, timeout=120) for prompt in ("a", "ab"))
+    lines = past.stderr.strip().splitlines()
+    ok = (last.returncode == 0 and past.returncode == 2 and len(lines) == 1 and
+          "the prompt encodes to token 65, outside the model's vocabulary of 65" in lines[0])
+    print(f"{'sample: a prompt token past':<32} exit={last.returncode}/{past.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {last.stderr.strip()[-200:]} {past.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("sample prompt token past the model's vocabulary")
     # eval --choices (llm.c's eval file) whose longest example fills the model's 8 positions: scored;
     # one position more: refused before the weights load, naming the file.
     def choice_file(name, context_tokens):

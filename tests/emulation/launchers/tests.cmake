@@ -7,8 +7,8 @@ set(_zt_launcher_dir ${CMAKE_CURRENT_SOURCE_DIR}/emulation/launchers)
 file(GLOB _zt_emulated_sources CONFIGURE_DEPENDS ${_zt_launcher_dir}/*.cpp)
 list(APPEND _zt_emulated_sources ${CMAKE_CURRENT_SOURCE_DIR}/emulation/simt_runtime.cpp
                          ${PROJECT_SOURCE_DIR}/kernels/cuda/norm_rows_choice.cpp)
-foreach(_op adamw cast chunked_cross_entropy cross_entropy dropout gelu int8_blocks layernorm norm residual rmsnorm rope
-        swiglu)
+foreach(_op adamw cast chunked_cross_entropy cross_entropy dropout flash_attention flash_attention_tc gelu int8_blocks
+        layernorm norm residual rmsnorm rope swiglu)
   set(_out ${CMAKE_CURRENT_BINARY_DIR}/emulated_launchers/${_op}.cpp)
   add_custom_command(OUTPUT ${_out}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/emulated_launchers

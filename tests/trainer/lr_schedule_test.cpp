@@ -86,5 +86,14 @@ TEST(GradClip, ScalesAsTorchsClipGradNorm) {
   EXPECT_NEAR(5.0 * clip_coefficient(5.0, 2.0f), 2.0, 1e-5);
 }
 
+// A step counts as overflowing AdamW's fp32 squares by the norm it applies: clipped, a huge norm is
+// brought to max_norm and trains on; unclipped, past sqrt(FLT_MAX) (1.8e19) it does not.
+TEST(GradClip, OnlyAnAppliedNormPastTheFp32SquaresLimitOverflows) {
+  EXPECT_FALSE(applied_norm_overflows_fp32_squares(1e30, 1.0f)) << "clipped to a norm of 1";
+  EXPECT_TRUE(applied_norm_overflows_fp32_squares(1e30, 0.0f)) << "unclipped";
+  EXPECT_FALSE(applied_norm_overflows_fp32_squares(1.8e19, 0.0f));
+  EXPECT_TRUE(applied_norm_overflows_fp32_squares(1.9e19, 0.0f));
+}
+
 }  // namespace
 }  // namespace zt

@@ -9,14 +9,18 @@
 
 namespace zt {
 
+double rank_stop_vote(bool lock_lost, bool stop_requested, int world_size) {
+  return (lock_lost ? 2.0 * world_size : 0.0) + (stop_requested ? 1.0 : 0.0);
+}
+
+AgreedLoss agreed_votes(float mean_loss, double mean_vote) { return {mean_loss, mean_vote > 0.0, mean_vote > 1.5}; }
+
 namespace {
 
-// What a rank adds to the step's vote: 1 for a stop request (engine/distributed/launch/signals.h),
-// and where one of rank 0's locks is lost, 2 x the ranks, so that the mean (the step's loss
-// all-reduce averages) is above 1.5 for a lost lock and above 0 for any request.
+// This rank's vote (rank_stop_vote): a stop request (engine/distributed/launch/signals.h) on any
+// rank, a lost lock on rank 0.
 double stop_vote(const TrainerState& s) {
-  const double lost = s.root && !s.lock_lost_to().empty() ? 2.0 * s.comm.world_size() : 0.0;
-  return lost + (stop_signal() != 0 ? 1.0 : 0.0);
+  return rank_stop_vote(s.root && !s.lock_lost_to().empty(), stop_signal() != 0, s.comm.world_size());
 }
 
 }  // namespace
@@ -26,7 +30,7 @@ AgreedLoss all_reduce_loss_and_stop(const TrainerState& s, double rank_loss) {
   float loss_and_stop[kLossAndStopElements] = {static_cast<float>(rank_loss), static_cast<float>(stop_vote(s))};
   s.comm.all_reduce(TensorView{loss_and_stop, DType::kF32, Device::kCPU, Shape{kLossAndStopElements}}, ReduceOp::kAvg)
       .wait();
-  return {loss_and_stop[0], loss_and_stop[1] > 0.0f, loss_and_stop[1] > 1.5f};
+  return agreed_votes(loss_and_stop[0], loss_and_stop[1]);
 }
 
 AgreedLoss gather_loss_and_stop(const TrainerState& s, const std::vector<double>& rank_losses) {
@@ -40,7 +44,7 @@ AgreedLoss gather_loss_and_stop(const TrainerState& s, const std::vector<double>
   }
   for (int r = 0; r < ranks; ++r) votes += all[static_cast<std::size_t>(r * (rounds + 1) + rounds)];
   votes /= ranks;
-  return {static_cast<float>(sum / (static_cast<double>(rounds) * ranks)), votes > 0.0, votes > 1.5};
+  return agreed_votes(static_cast<float>(sum / (static_cast<double>(rounds) * ranks)), votes);
 }
 
 AgreedLoss agree_on_stop(const TrainerState& s, bool folds) {

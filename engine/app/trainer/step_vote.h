@@ -16,6 +16,13 @@ struct AgreedLoss {
   bool lock_lost;       // rank 0's lock was taken over, or its run directory moved away
 };
 
+// What a rank adds to the step's stop vote: 1 for a stop request, and where rank 0's lock is lost
+// (`lock_lost`, rank 0 only), 2 x the ranks, so that the ranks' mean is above 1.5 for a lost lock
+// whatever the requests, and above 0 for any request (a mean of at most 1 without a lost lock).
+double rank_stop_vote(bool lock_lost, bool stop_requested, int world_size);
+// The agreement the ranks' mean vote says (rank_stop_vote), beside their mean loss.
+AgreedLoss agreed_votes(float mean_loss, double mean_vote);
+
 // The step boundary's agreement on the loss all-reduce: element 1 is the ranks' stop vote.
 AgreedLoss all_reduce_loss_and_stop(const TrainerState& s, double rank_loss);
 // Deterministic mode: the step's loss as the same sum at every rank count, the micro-batches'

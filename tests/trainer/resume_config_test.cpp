@@ -331,6 +331,16 @@ TEST(ResumeTrajectory, AnotherRankCountIsToldHowToKeepTheGlobalBatch) {
   EXPECT_EQ(change_at(3),
             "global batch (micro_batch x grad_accum x ranks): 4 x 2 x 2 = 16 -> 4 x 2 x 3 = 24 (its 16 sequences a "
             "step do not split over 3 ranks: no micro-batch keeps it)");
+  // A rank's share (24 sequences over 4 ranks: 6) that the run's micro-batch of 4 does not divide:
+  // the largest that does, 3.
+  nlohmann::json odd = doc;
+  odd["train"]["grad_accum"] = 3;
+  const std::vector<std::string> c =
+      trajectory_changes(parse_run_config(odd, "t.json", 2).to_json(), 2, 4, parse_run_config(odd, "t.json", 4));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0],
+            "global batch (micro_batch x grad_accum x ranks): 4 x 3 x 2 = 24 -> 4 x 3 x 4 = 48 (--set "
+            "train.global_batch_tokens=384 --set train.micro_batch=3 keeps it on 4 ranks: grad_accum 2 is derived)");
   // grad_accum given on the command line would disagree with the global batch the hint sets beside
   // it (a trial followed the hint and was refused): the hint leaves it out.
   nlohmann::json file = doc;

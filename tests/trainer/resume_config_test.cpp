@@ -118,6 +118,12 @@ TEST(ResumeTrajectory, TheDefaultFloorIsNamedWhenAResumeStatesAnother) {
             "optim.min_lr: 0.0001 -> 0.000100000005 (its default, optim.lr / 10; set optim.min_lr = 0.0001 to keep the "
             "saved schedule)");
   EXPECT_TRUE(changes(cosine, 4, cosine, 4).empty());
+  // With optim.lr changed too, leaving min_lr unset would give the new lr's tenth: no such advice.
+  nlohmann::json faster = stated;
+  faster["lr"] = 2e-3;
+  c = changes(cosine, 4, faster, 4);
+  EXPECT_NE(std::find(c.begin(), c.end(), "optim.min_lr: 0.000100000005 -> 0.0001"), c.end())
+      << (c.empty() ? "" : c.back());
 }
 
 // A checkpoint of step 0 (max_steps = 0 with checkpoint.at_end: the weights as set up) has read no
@@ -166,6 +172,12 @@ TEST(ResumeTrajectory, TheNumberFormatsAreTrajectoryKeys) {
   const std::vector<std::string> z = trajectory_changes(saved2, 2, 4, parse_run_config(int8, "t.json", 2));
   EXPECT_NE(std::find(z.begin(), z.end(), "zero.gather_dtype: \"param\" -> \"int8\""), z.end()) << z.size();
   EXPECT_NE(std::find(z.begin(), z.end(), "zero.grad_shard_dtype: \"working\" -> \"fp32\""), z.end());
+  // A checkpoint from before a key was recorded says nothing of it (its value then is not known).
+  nlohmann::json unrecorded = saved2;
+  unrecorded["zero"].erase("gather_dtype");
+  const std::vector<std::string> u = trajectory_changes(unrecorded, 2, 4, parse_run_config(int8, "t.json", 2));
+  EXPECT_EQ(std::count_if(u.begin(), u.end(), [](const std::string& s) { return s.starts_with("zero.gather_dtype"); }),
+            0);
   // Where they act on nothing they change no bit, as the run's derived notes say: no change (a
   // trial's resumes were refused for them). One rank on the solo path has no gather to quantize;
   // fp32 gradient shards of fp32 parameters are their working dtype.
@@ -306,6 +318,7 @@ TEST(ResumeEvaluation, AnotherChoiceFileIsSaid) {
   nlohmann::json older = saved;
   older["data"].erase("choice_file");
   EXPECT_EQ(choice_file_change(older, parse_run_config(other, "t.json")), "");
+  EXPECT_EQ(choice_file_change(older, parse_run_config(doc, "t.json")), "") << "not recorded: nothing to compare";
 }
 
 // A resume on another rank count names the setting that keeps the saved global batch (16

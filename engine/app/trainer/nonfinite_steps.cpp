@@ -26,26 +26,28 @@ void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
   ops::copy(ctx, g, TensorView{value, g.dtype, Device::kCPU, Shape{1}});
 }
 
-namespace {
-
-// Where a non-finite loss came from first, for a data-caused NaN's "which batch": the lowest rank
-// whose micro-batch's loss is not finite, that micro-batch, and the global samples it read (which
-// key the data windows: data.order = "sequential" reads window g at token g x seq_len). One
-// all-reduce, which every rank makes: every rank is here for the same agreed step.
-std::string first_nonfinite_loss(TrainerState& s, const RunProgress& run, int step, const StepResult& r) {
-  const RunConfig& c = s.config;
-  std::vector<float> slots(static_cast<std::size_t>(s.comm.world_size()), 0.0f);  // micro-batch + 1 a rank
-  slots[static_cast<std::size_t>(s.comm.rank())] = static_cast<float>(r.first_nonfinite_micro + 1);
-  s.comm.all_reduce(TensorView{slots.data(), DType::kF32, Device::kCPU, Shape{s.comm.world_size()}}, ReduceOp::kSum)
-      .wait();
+std::string nonfinite_origin(const std::vector<float>& slots, int step, const RunProgress& run,
+                             const TrainConfig& train) {
   const auto first = std::find_if(slots.begin(), slots.end(), [](float v) { return v > 0.0f; });
   if (first == slots.end()) return "";  // the mean overflowed, no micro-batch's own loss
   const int rank = static_cast<int>(first - slots.begin()), micro = static_cast<int>(*first) - 1;
   const std::int64_t sample =
-      run.start_sample + data::first_sample_index(step - 1 - run.start_step, micro, c.train.grad_accum,
-                                                  c.train.micro_batch, c.world_size, rank);
+      run.start_sample + data::first_sample_index(step - 1 - run.start_step, micro, train.grad_accum, train.micro_batch,
+                                                  static_cast<int>(slots.size()), rank);
   return fmt::format("; first on rank {}, micro-batch {}: global samples {}-{}", rank, micro, sample,
-                     sample + c.train.micro_batch - 1);
+                     sample + train.micro_batch - 1);
+}
+
+namespace {
+
+// Where a non-finite loss came from first (nonfinite_origin). One all-reduce, which every rank
+// makes: every rank is here for the same agreed step.
+std::string first_nonfinite_loss(TrainerState& s, const RunProgress& run, int step, const StepResult& r) {
+  std::vector<float> slots(static_cast<std::size_t>(s.comm.world_size()), 0.0f);  // micro-batch + 1 a rank
+  slots[static_cast<std::size_t>(s.comm.rank())] = static_cast<float>(r.first_nonfinite_micro + 1);
+  s.comm.all_reduce(TensorView{slots.data(), DType::kF32, Device::kCPU, Shape{s.comm.world_size()}}, ReduceOp::kSum)
+      .wait();
+  return nonfinite_origin(slots, step, run, s.config.train);
 }
 
 }  // namespace

@@ -71,17 +71,32 @@ def main():
             json.dump(config, f)
         return path
 
-    def command(config, run_dir, extra=()):
-        launcher = mpirun + ["-np", str(np_)] if np_ > 1 else []
+    def command(config, run_dir, extra=(), ranks=None):
+        ranks = ranks or np_
+        launcher = mpirun + ["-np", str(ranks)] if ranks > 1 else []
         return launcher + [args.zerotrain, "train", "--config", config_file(config), "--run-dir", run_dir] + list(extra)
 
     def run(config, run_dir, extra=(), extra_env=None):
         return subprocess.run(command(config, run_dir, extra), capture_output=True, text=True, timeout=180,
                               env={**env, **(extra_env or {})})
 
-    def start(config, run_dir, extra_env=None):
-        return subprocess.Popen(command(config, run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**env, **(extra_env or {})})
+    def start(config, run_dir, extra_env=None, ranks=None):
+        return subprocess.Popen(command(config, run_dir, ranks=ranks), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**env, **(extra_env or {})})
+
+    def fail_step_200_save(proc, run_dir, rank_file):
+        """Removes step 200's temporary directory once `rank_file` is being written into it (the
+        write held by the test hook's pause), then waits for the run: its (exit code, stdout, stderr)."""
+        temp = os.path.join(run_dir, "checkpoints", ".tmp-step_00000200")
+        written = os.path.join(temp, rank_file)
+        if wait_until(lambda: os.path.exists(written) and os.path.getsize(written) > 0):
+            shutil.rmtree(temp, ignore_errors=True)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        return proc.returncode, out, err
 
     def ok(p, what):
         return check(p.returncode == 0, what + ("" if p.returncode == 0 else
@@ -249,19 +264,10 @@ def main():
     name = f"{what}: a save failing in the background"
     run_dir = os.path.join(work, "failing")
     config = deep_merge(LONG, {"checkpoint": {"async": True}})
-    proc = start(config, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1000"})
-    temp = os.path.join(run_dir, "checkpoints", ".tmp-step_00000200")
-    written = os.path.join(temp, f"rank_{np_ - 1:05d}.bin")
-    if wait_until(lambda: os.path.exists(written) and os.path.getsize(written) > 0):
-        shutil.rmtree(temp, ignore_errors=True)
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+    rc, out, err = fail_step_200_save(start(config, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1000"}), run_dir,
+                                      f"rank_{np_ - 1:05d}.bin")
     lines = [line for line in err.splitlines() if "checkpoint at step 200 not saved" in line]
-    check(proc.returncode != 0 and len(lines) >= 1,
-          f"{name}: the run stops non-zero naming the save (exit {proc.returncode}: {(out + err)[-400:]})")
+    check(rc != 0 and len(lines) >= 1, f"{name}: the run stops non-zero naming the save (exit {rc}: {(out + err)[-400:]})")
     trained = [r["step"] for r in records(run_dir, "train")]
     check(trained and 200 < max(trained) < LONG["train"]["max_steps"],
           f"{name}: training went on past step 200 until the failure was found (last step {max(trained or [0])})")
@@ -277,22 +283,11 @@ def main():
         name = "hybrid, 4 ranks: a save failing in the background"
         run_dir = os.path.join(work, "failing_hybrid")
         hybrid = deep_merge(LONG, {"checkpoint": {"async": True}, "zero": {"stage": 3, "shard_group_size": 2}})
-        proc = subprocess.Popen(mpirun + ["-np", "4", args.zerotrain, "train", "--config", config_file(hybrid),
-                                          "--run-dir", run_dir], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env={**env, "ZT_TEST_CHECKPOINT_PAUSE_MS": "1000"})
-        temp = os.path.join(run_dir, "checkpoints", ".tmp-step_00000200")
-        if wait_until(lambda: os.path.exists(os.path.join(temp, "rank_00001.bin")) and
-                      os.path.getsize(os.path.join(temp, "rank_00001.bin")) > 0):
-            shutil.rmtree(temp, ignore_errors=True)
-        try:
-            out, err = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
+        rc, out, err = fail_step_200_save(start(hybrid, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1000"}, ranks=4),
+                                          run_dir, "rank_00001.bin")
         said = [line for line in err.splitlines() if "checkpoint at step 200 not saved" in line]
-        check(proc.returncode != 0 and len(said) == 4 and sum("failed in rank group 0" in s for s in said) == 2,
-              f"{name}: every rank stops naming the save, group 1's as group 0's failure (exit {proc.returncode}: "
-              f"{err[-600:]})")
+        check(rc != 0 and len(said) == 4 and sum("failed in rank group 0" in s for s in said) == 2,
+              f"{name}: every rank stops naming the save, group 1's as group 0's failure (exit {rc}: {err[-600:]})")
     return checks.finish()
 
 

@@ -441,7 +441,8 @@ TEST_F(CheckpointFolder, TheFirstSaveAfterAnUpgradeContinuesAnOldLatest) {
 TEST_F(CheckpointFolder, ANewerCheckpointThatDoesNotContinueLatestIsAnotherRuns) {
   save(30, 0, lineage("a30", "a20"));                            // run A's, past its step 20
   save(40);                                                      // from before save ids
-  save(10, 0, lineage("b10", "a0"));                             // run B's, which latest names
+  save(5, 0, lineage("b5", "a0"));                               // run B's first
+  save(10, 0, lineage("b10", "b5"));                             // run B's, which latest names
   for (const char* step : {"step_00000030", "step_00000040"}) {  // as a copy leaves them: after the pointer
     fs::last_write_time(folder_ + "/" + step + "/manifest.json",
                         fs::last_write_time(folder_ + "/latest") + std::chrono::seconds(5));
@@ -451,6 +452,9 @@ TEST_F(CheckpointFolder, ANewerCheckpointThatDoesNotContinueLatestIsAnotherRuns)
   EXPECT_EQ(r.path, folder_ + "/step_00000010");
   EXPECT_TRUE(r.notes.empty());
   EXPECT_EQ(checkpoint_to_verify(folder_), folder_ + "/step_00000010");
+  // latest's damaged: run B's older one is taken, never the other trajectory's newer ones.
+  fs::resize_file(folder_ + "/step_00000010/rank_00000.bin", 5);
+  EXPECT_EQ(resolve_checkpoint(folder_, Validation::kStructure).path, folder_ + "/step_00000005");
 }
 
 // A failed atomic write leaves no partial `.tmp` behind.

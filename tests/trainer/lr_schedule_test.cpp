@@ -44,6 +44,8 @@ TEST(LrSchedule, WarmupStableDecayHoldsThePeakThenCoolsDownBySqrt) {
   // The cooldown never starts inside the warmup, and a fraction of 1 cools down from its end.
   EXPECT_EQ(LrSchedule(1.0f, 0.0f, 100, 1000, LrSchedule::Decay::kWsd, 1.0).cooldown_start(), 100);
   EXPECT_EQ(LrSchedule(1.0f, 0.0f, 0, 1000, LrSchedule::Decay::kWsd, 0.0).cooldown_start(), 1000);
+  // 0.07 x 100 is 7.000000000000001 in binary: still 7 cooldown steps, as llm.c's (int)(0.93f * 100).
+  EXPECT_EQ(LrSchedule(1.0f, 0.0f, 0, 100, LrSchedule::Decay::kWsd, 0.07).cooldown_start(), 93);
   EXPECT_EQ(LrSchedule::parse_decay("wsd"), LrSchedule::Decay::kWsd);
   // llm.c's decay point, (int)(0.8f * N), at the default fraction.
   for (int n : {5, 7, 10, 12, 15, 99, 1000}) {

@@ -15,7 +15,8 @@ LrSchedule::LrSchedule(float peak_lr, float min_lr, int warmup_steps, int decay_
       decay_steps_(decay_steps),
       decay_(decay),
       // llm.c's decay point, (int)(0.8f * N) for the default fraction: N - ceil(fraction * N) (the
-      // epsilon keeps a product such as 0.2 * 15 from rounding up past an integer).
+      // epsilon keeps a product that lands a hair above an integer in binary, 0.07 * 100 =
+      // 7.000000000000001, from rounding up past it).
       cooldown_start_(decay == Decay::kWsd
                           ? std::max(warmup_steps,
                                      decay_steps - static_cast<int>(std::ceil(cooldown_fraction * decay_steps - 1e-9)))

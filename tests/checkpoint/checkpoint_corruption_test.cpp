@@ -254,6 +254,12 @@ TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
       {[](auto& d) { d["step"] = d["optimizer_step"] = 4294967296; }, "optimizer_step 4294967296 is not a whole"},
       {[](auto& d) { d["zero_stage"] = 9; }, "zero_stage 9 is not 0-3"},
       {[](auto& d) { d["checksum"]["chunk_bytes"] = std::int64_t{1} << 31; }, "unsupported checksum"},
+      // No chunks at all: refused by name (a division by the chunk size followed).
+      {[](auto& d) { d["checksum"]["chunk_bytes"] = 0; }, "unsupported checksum"},
+      // A rank file of other bytes than its split's, or one chunk checksum more than its bytes have.
+      {[](auto& d) { d["files"][0]["bytes"] = d["files"][0]["bytes"].template get<std::int64_t>() + 4; },
+       "does not describe the"},
+      {[](auto& d) { d["files"][0]["chunk_crc32"].push_back(7); }, "chunk checksums for"},
       {[](auto& d) { d["config"] = 5; }, "\"config\" is 5, not an object"},
       {[](auto& d) { d["extra"] = nlohmann::json::array(); }, "\"extra\" is [], not an object"},
       // Numbers that nlohmann's get<int> would take for others: true for 1, 2^32 for 0.

@@ -3,6 +3,9 @@
 // makes one (ZT_TEST_NONFINITE_AT_STEP, docs/config.md's testing hooks).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "engine/app/trainer/trainer_state.h"
 
 namespace zt {

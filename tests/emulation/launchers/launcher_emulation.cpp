@@ -12,14 +12,16 @@
 namespace zt::cuda_emu {
 
 namespace {
-std::chrono::steady_clock::time_point& recorded(const CudaEvent* e) {
+// Each live event's last record (the class has no member for it); an event takes its entry away.
+std::map<const CudaEvent*, std::chrono::steady_clock::time_point>& recorded_times() {
   static thread_local std::map<const CudaEvent*, std::chrono::steady_clock::time_point> times;
-  return times[e];
+  return times;
 }
+std::chrono::steady_clock::time_point& recorded(const CudaEvent* e) { return recorded_times()[e]; }
 }  // namespace
 
 CudaEvent::CudaEvent(bool) {}
-CudaEvent::~CudaEvent() = default;
+CudaEvent::~CudaEvent() { recorded_times().erase(this); }
 void CudaEvent::record(cudaStream_t) { recorded(this) = std::chrono::steady_clock::now(); }
 void CudaEvent::synchronize() const {}
 float CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {

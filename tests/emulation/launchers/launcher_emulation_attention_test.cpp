@@ -22,10 +22,6 @@ struct Heads {
   int n_head, n_kv_head, hs;
 };
 
-void zero(Operand& o) {
-  for (std::int64_t i = 0; i < o.numel(); ++i) o.set(i, 0.0f);
-}
-
 class FlashLaunchers : public Launchers {
  protected:
   // The launchers' forward (and, with `backward`, backward) against the CPU's on the same qkv.
@@ -39,9 +35,7 @@ class FlashLaunchers : public Launchers {
     cpu::attention_forward(cpu_, out_w.cpu(), att.cpu(), qkv.cpu(), h.n_head, dropout, h.n_kv_head);
     expect_close(out, out_w, "out", rel, abs);
     if (!backward) return;
-    Operand dqkv(dtype, Shape{B, T, W}), dqkv_w(dtype, Shape{B, T, W});
-    zero(dqkv);
-    zero(dqkv_w);
+    Operand dqkv(dtype, Shape{B, T, W}), dqkv_w(dtype, Shape{B, T, W});  // zeros: the CPU's adds into it
     cuda::flash_attention_backward(gpu_, dqkv.gpu(), dout.gpu(), out.gpu(), qkv.gpu(), lse.gpu(), h.n_head, dropout,
                                    h.n_kv_head);
     cpu::attention_backward(cpu_, dqkv_w.cpu(), dout.cpu(), qkv.cpu(), att.cpu(), h.n_head, dropout, h.n_kv_head);

@@ -107,8 +107,6 @@ TEST_F(Launchers, LayerNormMatchesTheCpuThroughEveryRowKernel) {
         expect_close(rstd, rstd_w, "rstd");
         Operand dinp(dtype, x), dw(DType::kF32, c), db(DType::kF32, c);
         Operand dinp_w(dtype, x), dw_w(DType::kF32, c), db_w(DType::kF32, c);
-        for (Operand* z : {&dinp, &dw, &db, &dinp_w, &dw_w, &db_w})
-          for (std::int64_t i = 0; i < z->numel(); ++i) z->set(i, 0.0f);
         cuda::layernorm_backward(gpu_, dinp.gpu(), dw.gpu(), db.gpu(), dout.gpu(), inp.gpu(), w.gpu(), mean_w.gpu(),
                                  rstd_w.gpu(), rows);
         cpu::layernorm_backward(cpu_, dinp_w.cpu(), dw_w.cpu(), db_w.cpu(), dout.cpu(), inp.cpu(), w.cpu(),
@@ -156,8 +154,6 @@ TEST_F(Launchers, RmsNormMatchesTheCpuThroughEveryRowKernel) {
         cpu::rmsnorm_forward(cpu_, out_w.cpu(), rstd_w.cpu(), inp.cpu(), w.cpu(), 1e-5f);
         expect_close(out, out_w, "out");
         Operand dinp(dtype, x), dw(DType::kF32, c), dinp_w(dtype, x), dw_w(DType::kF32, c);
-        for (Operand* z : {&dinp, &dw, &dinp_w, &dw_w})
-          for (std::int64_t i = 0; i < z->numel(); ++i) z->set(i, 0.0f);
         cuda::rmsnorm_backward(gpu_, dinp.gpu(), dw.gpu(), dout.gpu(), inp.gpu(), w.gpu(), rstd_w.gpu(), rows);
         cpu::rmsnorm_backward(cpu_, dinp_w.cpu(), dw_w.cpu(), dout.cpu(), inp.cpu(), w.cpu(), rstd_w.cpu());
         expect_close(dinp, dinp_w, "dinp");

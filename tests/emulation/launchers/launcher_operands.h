@@ -19,7 +19,8 @@
 namespace zt::emulation {
 
 // Operands in host memory, `offset` elements past a 256-byte boundary, as a view the CUDA
-// launchers take for the device's (Device::kCUDA) or the CPU kernels take (kCPU).
+// launchers take for the device's (Device::kCUDA) or the CPU kernels take (kCPU). A new one holds
+// zeros (its storage is value-initialised): gradients the kernels add into start from it.
 class Operand {
  public:
   Operand(DType dtype, Shape shape, int offset = 0)

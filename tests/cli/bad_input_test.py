@@ -19,6 +19,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from check_report import close_work_folders  # noqa: E402
+from choice_file_util import write_choice_file  # noqa: E402
 
 GOOD = {"model": {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 8, "vocab_size": 10},
         "train": {"micro_batch": 2}}
@@ -578,15 +579,9 @@ def main():
         failures.append("sample prompt token past the model's vocabulary")
     # eval --choices (llm.c's eval file) whose longest example fills the model's 8 positions: scored;
     # one position more: refused before the weights load, naming the file.
-    def choice_file(name, context_tokens):
-        words = [65535, 0, 0, 0, 2, context_tokens, *range(1, context_tokens + 1), 4, 5, 6, 7, 8, 4, 8, 7, 6, 5]
-        words[1] = 2 * len(words)
-        path = os.path.join(work, name)
-        with open(path, "wb") as f:
-            f.write(struct.pack("<256i", 20240522, 1, 1, words[1], *([0] * 252)))
-            f.write(struct.pack(f"<{len(words)}H", *words))
-        return path
-    fills, over = choice_file("fills.bin", 5), choice_file("over.bin", 6)  # inputs of 5 + 4 - 1 and 6 + 4 - 1
+    fills, over = os.path.join(work, "fills.bin"), os.path.join(work, "over.bin")
+    for path, context in ((fills, 5), (over, 6)):  # inputs of 5 + 4 - 1 and 6 + 4 - 1 positions
+        write_choice_file(path, [(0, list(range(1, context + 1)), [[5, 6, 7, 8], [8, 7, 6, 5]])])
     scored = subprocess.run([binary, "eval", "--run", own, "--choices", fills], capture_output=True, text=True,
                             timeout=120)
     refused = subprocess.run([binary, "eval", "--run", own, "--choices", over], capture_output=True, text=True,

@@ -434,11 +434,7 @@ TEST_F(CheckpointCorruption, StateNoRunSavesIsRefusedOnLoad) {
     state.fill();
     state.values[static_cast<int>(kind)][1][2] = bad;
     std::vector<RankFileWritten> files{write_rank_file(temp, table_, 1, 0, state.source())};
-    CheckpointMeta meta;
-    meta.position = {5, 500, 20, 5};
-    meta.model = {{"kind", "test"}};
-    meta.config = {{"train", {{"seed", 7}}}};
-    const std::string dir = commit_checkpoint(folder, temp, table_, meta, 1, files, 0).path;
+    const std::string dir = commit_checkpoint(folder, temp, table_, testing::simulated_meta(5), 1, files, 0).path;
     const std::string e = error_of([&] {
       const CheckpointReader reader(dir);
       RankState loaded(table_, 1, 0);

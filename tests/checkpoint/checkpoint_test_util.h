@@ -100,6 +100,18 @@ struct RankState {
   }
 };
 
+// The meta of a simulated save at `step`: a position derived from it, a test model and config.
+inline CheckpointMeta simulated_meta(std::int64_t step, int stage = 0,
+                                     const nlohmann::json& extra = nlohmann::json::object()) {
+  CheckpointMeta meta;
+  meta.position = {step, step * 100, step * 4, static_cast<int>(step)};
+  meta.zero_stage = stage;
+  meta.model = {{"kind", "test"}};
+  meta.config = {{"train", {{"seed", 7}}}};
+  meta.extra = extra;
+  return meta;
+}
+
 // `world` ranks saving at ZeRO stage `stage` (stage 0: each holds whole units), simulated in turn.
 // `extra`: the manifest's extra (e.g. the lineage a trainer records: save_id, previous_save_id).
 inline CommitResult save_simulated_result(const std::string& folder, const ParamTable& table, int world, int stage,
@@ -113,13 +125,7 @@ inline CommitResult save_simulated_result(const std::string& folder, const Param
     state.fill();
     files.push_back(write_rank_file(temp, table, world, r, state.source()));
   }
-  CheckpointMeta meta;
-  meta.position = {step, step * 100, step * 4, static_cast<int>(step)};
-  meta.zero_stage = stage;
-  meta.model = {{"kind", "test"}};
-  meta.config = {{"train", {{"seed", 7}}}};
-  meta.extra = extra;
-  return commit_checkpoint(folder, temp, table, meta, world, files, keep_last);
+  return commit_checkpoint(folder, temp, table, simulated_meta(step, stage, extra), world, files, keep_last);
 }
 inline std::string save_simulated(const std::string& folder, const ParamTable& table, int world, int stage,
                                   std::int64_t step, int keep_last = 0,
